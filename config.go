@@ -1,0 +1,79 @@
+package health
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+)
+
+// Config is the health block of the agent's YAML configuration.
+type Config struct {
+	// Enabled is a pointer so that an omitted field (nil) means the
+	// default, true, and only an explicit "enabled: false" turns the
+	// listener off: a kubelet probing a port nobody listens on would
+	// restart the agent.
+	Enabled *bool `yaml:"enabled"`
+	// Listen is the host:port to bind, DefaultListen when empty. An empty
+	// host binds every interface, which exposes the unauthenticated
+	// endpoints to the network; it is allowed as an explicit opt-in.
+	Listen string `yaml:"listen"`
+}
+
+// ApplyDefaults fills the zero-valued fields. It leaves Enabled nil, so that
+// a config written back out still says "not set" rather than an explicit
+// true.
+func (c *Config) ApplyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+}
+
+// IsEnabled reports whether the listener should run: true unless Enabled is
+// an explicit false.
+func (c *Config) IsEnabled() bool {
+	return c.Enabled == nil || *c.Enabled
+}
+
+// Validate reports the first bad field, naming the field and quoting the
+// value. It checks Listen even when the config is disabled, so that a typo
+// surfaces the day it is written rather than the day the listener is turned
+// back on. Call ApplyDefaults first: an empty Listen is an error here.
+func (c *Config) Validate() error {
+	if c.Listen == "" {
+		return fmt.Errorf("health: listen is empty: want host:port, such as %q", DefaultListen)
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("health: listen %q is not host:port: %w", c.Listen, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("health: listen %q: port %q is not a number from 0 to 65535", c.Listen, port)
+	}
+	if host != "" && !isIPLiteral(host) && !isHostName(host) {
+		return fmt.Errorf("health: listen %q: host %q is neither an IP address nor a host name", c.Listen, host)
+	}
+	return nil
+}
+
+func isIPLiteral(host string) bool {
+	_, err := netip.ParseAddr(host)
+	return err == nil
+}
+
+// isHostName accepts the letters, digits, hyphens, underscores and dots of a
+// DNS name, at most 253 bytes, so that a value with spaces or control bytes
+// is caught at startup rather than by the resolver.
+func isHostName(host string) bool {
+	if len(host) > 253 {
+		return false
+	}
+	for i := 0; i < len(host); i++ {
+		switch b := host[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '-', b == '.', b == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}

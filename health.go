@@ -1,0 +1,92 @@
+// Package health answers the kubelet's liveness and readiness probes for a
+// host-networked node agent, such as a WireGuard mesh agent run as a
+// DaemonSet.
+//
+// Liveness (GET /healthz) is always 200: a liveness failure restarts the
+// container, and the restart runs the agent's drain path, which deletes the
+// WireGuard interface and the firewall chain. Nothing the agent's state or a
+// local client does may turn it into anything else.
+//
+// Readiness (GET /readyz) is the conjunction of latches that the agent sets
+// as it comes up (registered, data plane configured, event delivery working,
+// no subsystem stopped) and of the last verdict of a background data-plane
+// check. It names the first unmet condition in a fixed order, so that a
+// rolling update never proceeds past a node whose data plane is gone.
+//
+// The endpoints are unauthenticated, so every body is a constant of this
+// package: no node name, address, subsystem name, error text, time or
+// version ever leaves the process through them. The agent's own,
+// authenticated surfaces get the detail from [Server.Ready].
+//
+// A probe takes no lock, writes no log line and allocates nothing: every
+// answer is computed when a latch or the poller changes it, and a probe only
+// loads it.
+package health
+
+import "errors"
+
+// DefaultListen is the loopback address the kubelet's httpGet probe (with
+// host: 127.0.0.1) reaches under hostNetwork. It is loopback because the
+// endpoints are unauthenticated.
+const DefaultListen = "127.0.0.1:9101"
+
+// The reasons readiness can fail, in the order /readyz reports them. Each
+// sentinel's text is the suffix of its constant /readyz body, so the body a
+// kubelet logs and the error an operator greps for name the same thing.
+// [Server.Ready] returns errors that wrap these; test with [errors.Is].
+var (
+	ErrRegistrationPending = errors.New("registration pending")
+	ErrDataPlanePending    = errors.New("data plane not configured")
+	ErrDataPlaneLost       = errors.New("data plane lost")
+	ErrDataPlaneStalled    = errors.New("data plane check stalled")
+	ErrDeliveryStopped     = errors.New("event delivery stopped")
+	ErrDeliveryDegraded    = errors.New("event delivery degraded")
+	ErrSubsystemStopped    = errors.New("subsystem stopped")
+)
+
+// The only bodies the handler writes. They are fixed bytes, never formatted,
+// so that nothing from the process's state can reach an unauthenticated
+// client.
+const (
+	bodyOK               = "ok\n"
+	bodyNotFound         = "404 page not found\n"
+	bodyMethodNotAllowed = "Method Not Allowed\n"
+)
+
+// reason is the index of the first unmet readiness condition; reasonReady
+// means none is unmet. The order of the constants is the order of
+// precedence, which the table reasons below mirrors.
+type reason uint8
+
+const (
+	reasonRegistrationPending reason = iota
+	reasonDataPlanePending
+	reasonDataPlaneLost
+	reasonDataPlaneStalled
+	reasonDeliveryStopped
+	reasonDeliveryDegraded
+	reasonSubsystemStopped
+	reasonReady
+)
+
+// reasons maps each reason to its sentinel; the /readyz body of a failing
+// reason is "not ready: " + the sentinel's text + "\n", built once in
+// readyBodies.
+var reasons = [...]error{
+	reasonRegistrationPending: ErrRegistrationPending,
+	reasonDataPlanePending:    ErrDataPlanePending,
+	reasonDataPlaneLost:       ErrDataPlaneLost,
+	reasonDataPlaneStalled:    ErrDataPlaneStalled,
+	reasonDeliveryStopped:     ErrDeliveryStopped,
+	reasonDeliveryDegraded:    ErrDeliveryDegraded,
+	reasonSubsystemStopped:    ErrSubsystemStopped,
+}
+
+// String is the text logged when readiness changes: the sentinel's text, or
+// "ready".
+func (r reason) String() string {
+	if r == reasonReady {
+		return "ready"
+	}
+	return reasons[r].Error()
+}

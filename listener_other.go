@@ -1,0 +1,13 @@
+//go:build !linux
+
+package health
+
+import "net"
+
+// deferAccept does nothing outside Linux, which alone has TCP_DEFER_ACCEPT:
+// there a silent client takes a connection slot until it is evicted.
+func deferAccept(net.Listener) error { return nil }
+
+// requestComplete reports false outside Linux: the limiter learns that a
+// request is whole from the connection's own reads instead.
+func requestComplete(net.Conn, []byte) bool { return false }

@@ -1,0 +1,209 @@
+package health
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DeliveryMode is how the agent currently receives its events. It has the
+// same values as the agent's own mode type, so the agent converts with
+// health.DeliveryMode(m) rather than through a mapping that could drift.
+type DeliveryMode string
+
+const (
+	// DeliveryModeStreaming is the normal mode: ready.
+	DeliveryModeStreaming DeliveryMode = "streaming"
+	// DeliveryModePullOnly is a deliberate descope: the node still
+	// reconciles, so it stays ready.
+	DeliveryModePullOnly DeliveryMode = "pull_only"
+	// DeliveryModeDegradedPolling means events arrive late: not ready.
+	DeliveryModeDegradedPolling DeliveryMode = "degraded_polling"
+)
+
+// ready reports whether m lets the node serve. Any value other than
+// streaming and pull_only counts as degraded, the empty string and values a
+// newer agent may invent included: an unknown mode must not read as healthy.
+func (m DeliveryMode) ready() bool {
+	return m == DeliveryModeStreaming || m == DeliveryModePullOnly
+}
+
+// Server holds the readiness latches and serves the probes. Create it with
+// NewServer; all its methods are safe for concurrent use.
+type Server struct {
+	cfg    Config
+	logger *slog.Logger
+
+	// answer is the verdict a probe reads. It is replaced, under mu, only
+	// when a latch or the poller changes it, so a probe is one atomic load:
+	// no lock, no allocation, whatever the rate of probes.
+	answer atomic.Pointer[verdict]
+
+	// checkPeriod is dataPlaneCheckPeriod; tests inside the package shorten
+	// it before the first SetDataPlaneCheck.
+	checkPeriod time.Duration
+
+	mu              sync.Mutex
+	registered      bool
+	dataPlaneReady  bool
+	deliveryStopped bool
+	mode            DeliveryMode
+	stopped         []string // subsystems stopped, each name once, in order
+	check           checkVerdict
+	poller          *poller // the current data-plane poller; nil when none was set
+}
+
+// verdict is an answer of /readyz and the detailed error Ready returns for
+// it. A verdict is never modified once stored.
+type verdict struct {
+	reason reason
+	err    error
+}
+
+// NewServer returns a Server for cfg, with cfg's defaults applied. A nil
+// logger means slog.Default(). The new Server is not ready: registration is
+// pending, and the delivery mode is streaming, because the agent's
+// reconnect engine starts streaming and reports only transitions.
+func NewServer(cfg Config, logger *slog.Logger) *Server {
+	cfg.ApplyDefaults()
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{
+		cfg:         cfg,
+		logger:      logger,
+		checkPeriod: dataPlaneCheckPeriod,
+		mode:        DeliveryModeStreaming,
+	}
+	s.answer.Store(&verdict{reason: reasonRegistrationPending, err: ErrRegistrationPending})
+	return s
+}
+
+// Ready returns nil when /readyz would answer 200, and otherwise an error
+// that errors.Is the sentinel of the first unmet condition. Unlike the
+// /readyz body, its text carries detail (the last check error, the stopped
+// subsystems' names), so it is for the agent's authenticated surfaces only.
+func (s *Server) Ready() error {
+	return s.answer.Load().err
+}
+
+// SetRegistered latches that the node has registered with the control
+// plane.
+func (s *Server) SetRegistered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.registered = true
+	s.update()
+}
+
+// SetDataPlaneReady latches that the WireGuard interface and firewall chain
+// are configured.
+func (s *Server) SetDataPlaneReady() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dataPlaneReady = true
+	s.update()
+}
+
+// SetDeliveryMode records the latest delivery mode. It is the one setter
+// that is not a latch: the reconnect engine moves between modes and back.
+func (s *Server) SetDeliveryMode(m DeliveryMode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mode = m
+	s.update()
+}
+
+// SetDeliveryStopped latches that event delivery has stopped for good.
+func (s *Server) SetDeliveryStopped() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliveryStopped = true
+	s.update()
+}
+
+// SetSubsystemStopped latches that a subsystem has stopped and logs its name
+// at error level, quoted by the logger, never interpreted. Any name latches,
+// the empty one included; a name only reaches Ready's error text, never a
+// probe's body.
+func (s *Server) SetSubsystemStopped(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logger.Error("health: subsystem stopped", "subsystem", name)
+	for _, n := range s.stopped {
+		if n == name {
+			return
+		}
+	}
+	s.stopped = append(s.stopped, name)
+	s.update()
+}
+
+// update recomputes the verdict from the latches and stores it if it
+// changed, logging a change of the /readyz answer once. s.mu must be held:
+// the lock orders the stores, so a probe never sees an older verdict after a
+// newer one.
+func (s *Server) update() {
+	next := s.evaluate()
+	prev := s.answer.Load()
+	if next.reason == prev.reason && sameError(next.err, prev.err) {
+		return
+	}
+	s.answer.Store(next)
+	if next.reason == prev.reason {
+		return // only the detail changed; the /readyz answer did not
+	}
+	if next.reason == reasonReady {
+		s.logger.Info("health: readiness changed", "ready", true)
+	} else {
+		s.logger.Warn("health: readiness changed", "ready", false, "reason", next.reason.String())
+	}
+}
+
+// evaluate walks the conditions in the order of the readiness table and
+// returns the first unmet one. s.mu must be held.
+func (s *Server) evaluate() *verdict {
+	switch {
+	case !s.registered:
+		return &verdict{reasonRegistrationPending, ErrRegistrationPending}
+	case !s.dataPlaneReady:
+		return &verdict{reasonDataPlanePending, ErrDataPlanePending}
+	case s.check.err != nil:
+		// Two %w: errors.Is finds both the sentinel and the check's own
+		// error, so the agent can tell "interface missing" from a timeout.
+		return &verdict{reasonDataPlaneLost, fmt.Errorf("%w: %w", ErrDataPlaneLost, s.check.err)}
+	case s.check.stalled:
+		return &verdict{reasonDataPlaneStalled, fmt.Errorf("%w: a check has not returned within %v", ErrDataPlaneStalled, s.stallBound())}
+	case s.deliveryStopped:
+		return &verdict{reasonDeliveryStopped, ErrDeliveryStopped}
+	case !s.mode.ready():
+		return &verdict{reasonDeliveryDegraded, fmt.Errorf("%w: mode %q", ErrDeliveryDegraded, string(s.mode))}
+	case len(s.stopped) > 0:
+		quoted := make([]string, len(s.stopped))
+		for i, n := range s.stopped {
+			quoted[i] = fmt.Sprintf("%q", n)
+		}
+		return &verdict{reasonSubsystemStopped, fmt.Errorf("%w: %s", ErrSubsystemStopped, strings.Join(quoted, ", "))}
+	}
+	return &verdict{reasonReady, nil}
+}
+
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Error() == b.Error()
+}
+
+// contextOrBackground lets a nil context mean "no deadline" rather than a
+// panic deep in the context package.
+func contextOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}

@@ -1,0 +1,206 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// The listener's bounds. Anything that can reach the port can use it, so
+// every resource a connection can hold is bounded; each bound is far above
+// what a probe needs (one small request, sent at once, one small answer).
+const (
+	// readHeaderTimeout bounds a request header's arrival. The kubelet
+	// sends its request at once and gives up after its own timeout
+	// (1 s by default), so longer only helps a slowloris client.
+	readHeaderTimeout = 2 * time.Second
+	// readTimeout bounds the whole request, body included: the handler
+	// reads no body, but net/http drains a small one after answering.
+	readTimeout = 2 * time.Second
+	// writeTimeout bounds the answer, a few hundred bytes, against a
+	// client that does not read.
+	writeTimeout = 2 * time.Second
+	// idleTimeout bounds a connection between requests. Keep-alive is off,
+	// so none should wait there; the bound makes sure.
+	idleTimeout = 2 * time.Second
+	// maxHeaderBytes is net/http's MaxHeaderBytes. net/http reads up to
+	// 4 KiB more before it gives up, so the cap on a header block is
+	// 8 KiB in all.
+	maxHeaderBytes = 4 << 10
+	// shutdownBound is how long Serve waits, once ctx is done, for
+	// requests in flight before it closes every connection.
+	shutdownBound = 5 * time.Second
+)
+
+// The headers every response carries. They are shared, immutable slices
+// assigned straight into the response's header map, which is what keeps a
+// probe free of allocations; each has len == cap, so a middleware's append
+// copies rather than writing into them.
+var (
+	headerContentType = []string{"text/plain; charset=utf-8"}
+	headerNoSniff     = []string{"nosniff"}
+	headerNoStore     = []string{"no-store"}
+	headerAllow       = []string{"GET, HEAD"}
+)
+
+// response is one of the handler's fixed answers, built once.
+type response struct {
+	status        int
+	body          []byte
+	contentLength []string
+}
+
+func newResponse(status int, body string) response {
+	return response{status: status, body: []byte(body), contentLength: []string{strconv.Itoa(len(body))}}
+}
+
+var (
+	responseOK               = newResponse(http.StatusOK, bodyOK)
+	responseNotFound         = newResponse(http.StatusNotFound, bodyNotFound)
+	responseMethodNotAllowed = newResponse(http.StatusMethodNotAllowed, bodyMethodNotAllowed)
+	responseReadiness        = readinessResponses()
+)
+
+// readinessResponses builds the /readyz answer of each reason; the body of a
+// failing reason is "not ready: " and its sentinel's text.
+func readinessResponses() [reasonReady + 1]response {
+	var rs [reasonReady + 1]response
+	for r, err := range reasons {
+		rs[r] = newResponse(http.StatusServiceUnavailable, "not ready: "+err.Error()+"\n")
+	}
+	rs[reasonReady] = responseOK
+	return rs
+}
+
+// Handler returns the probe handler: GET or HEAD on /healthz and /readyz.
+// Paths match the request's bytes exactly: "/healthz/", "//healthz",
+// "/./healthz" and a percent-encoded "/%68ealthz" are 404, never a redirect
+// (a redirect would echo the request back, and a kubelet would follow it).
+// The query string is ignored. The handler takes no lock, logs nothing and
+// allocates nothing.
+func (s *Server) Handler() http.Handler { return probeHandler{s} }
+
+type probeHandler struct{ s *Server }
+
+func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resp := &responseNotFound
+	if r.URL.RawPath == "" {
+		switch r.URL.Path {
+		case "/healthz":
+			resp = &responseOK
+		case "/readyz":
+			resp = &responseReadiness[h.s.answer.Load().reason]
+		}
+	}
+	if resp != &responseNotFound && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		resp = &responseMethodNotAllowed
+	}
+	header := w.Header()
+	header["Content-Type"] = headerContentType
+	header["X-Content-Type-Options"] = headerNoSniff
+	header["Cache-Control"] = headerNoStore
+	header["Content-Length"] = resp.contentLength
+	if resp == &responseMethodNotAllowed {
+		header["Allow"] = headerAllow
+	}
+	w.WriteHeader(resp.status)
+	if r.Method != http.MethodHead {
+		// A failed write means the client went away; there is no one
+		// left to tell, and logging it would let any client fill the log.
+		_, _ = w.Write(resp.body)
+	}
+}
+
+// Listen binds cfg.Listen over TCP, so that the agent can fail fast on an
+// address in use before it registers. It returns (nil, nil) when the config
+// is disabled. A bind to anything but loopback is logged once as a warning,
+// because the endpoints are unauthenticated.
+func (s *Server) Listen() (net.Listener, error) {
+	if !s.cfg.IsEnabled() {
+		return nil, nil
+	}
+	if err := s.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("health: listen %s: address already in use; under hostNetwork the port space is the node's, so another host-networked workload probably holds this port: %w", s.cfg.Listen, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("health: listen %s: %w", s.cfg.Listen, err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		s.logger.Warn("health: listening on a non-loopback address; the probe endpoints are unauthenticated", "addr", ln.Addr().String())
+	}
+	return ln, nil
+}
+
+// Serve serves Handler on ln until ctx is done, then shuts down within
+// shutdownBound, closing whatever connections are still open, and returns
+// nil once every goroutine it started has ended. It returns an error when ln
+// fails on its own. Serve takes ownership of ln and closes it.
+//
+// A nil ln is nil at once when the config is disabled (Listen returned nil)
+// and an error when it is enabled. A non-nil ln is served even when the
+// config is disabled: the caller made it on purpose, and a listener nobody
+// serves would fail every probe.
+//
+// The connections held at once are bounded (see connLimiter) in a way that
+// never costs a well-behaved probe its answer; on Linux a listener from
+// Listen, or any *net.TCPListener, is also set to hand over a connection
+// only once its first bytes have arrived.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if ln == nil {
+		if !s.cfg.IsEnabled() {
+			return nil
+		}
+		return errors.New("health: Serve: the listener is nil but the config is enabled; pass the listener Listen returned")
+	}
+	ctx = contextOrBackground(ctx)
+	if err := deferAccept(ln); err != nil {
+		s.logger.Warn("health: cannot defer accept until data arrives; idle connections will take connection slots", "addr", ln.Addr().String(), "err", err)
+	}
+	limiter := newConnLimiter(ln, maxConns)
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         limiter.connState,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
+	}
+	// A probe is one request on one connection; keep-alive would only let
+	// a client hold a slot between requests.
+	srv.SetKeepAlivesEnabled(false)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(limiter) }()
+	select {
+	case err := <-served:
+		_ = srv.Close() // the listener is gone; close what it accepted
+		limiter.wait()
+		return fmt.Errorf("health: serving %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	// Connections without a complete request have nothing to answer and
+	// would hold Shutdown until their header timeout: close them first.
+	limiter.shutdown()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		s.logger.Warn("health: shutdown bound reached; closing the connections still open", "bound", shutdownBound)
+		_ = srv.Close()
+	}
+	<-served
+	limiter.wait()
+	return nil
+}
