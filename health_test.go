@@ -1173,3 +1173,5 @@ type probe struct {
 		Port int    `yaml:"port"`
 	} `yaml:"httpGet"`
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,9 +1,11 @@
 package health
 
 import (
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // maxConns bounds the connections Serve holds at once, and with them its
@@ -39,18 +41,29 @@ const (
 // A bound that refused newcomers instead would let max stalled clients
 // lock the kubelet out; no bound would let attackers grow the agent's
 // memory without limit. Evicting the oldest incomplete connection costs a
-// probe nothing, because a probe's request is complete on arrival: on
-// Linux the listener hands over a connection only once its first bytes
-// have arrived (deferAccept), and Accept then looks at the bytes already
-// received to see whether the request is whole (requestComplete). A client
-// that connects and stays silent waits in the kernel, costing the process
-// no descriptor, until it sends something.
+// probe nothing as long as a probe's request is complete when it is
+// accepted. So, once the bound has been reached, the limiter is under
+// pressure: on Linux it makes the kernel hand over a connection only once
+// its first bytes have arrived (setDeferAccept), and Accept looks at the
+// bytes already received to see whether the request is whole
+// (requestComplete). A client that connects and stays silent then waits in
+// the kernel's queue, costing the process no descriptor, while its request,
+// once sent, arrives there all the same; a probe that is slow to write
+// (a busy kubelet) is accepted with its request in hand instead of growing
+// old, empty, in a churning pool.
+//
+// Deferring accept costs every connection a little latency, so the limiter
+// defers only under pressure, and lifts it once the connections held have
+// fallen to half the bound.
 type connLimiter struct {
 	net.Listener
-	max int
-	// peek is Accept's scratch buffer; http.Server calls Accept from one
-	// goroutine only.
-	peek []byte
+	max    int
+	logger *slog.Logger
+
+	// Used by Accept only: http.Server calls it from one goroutine.
+	peek          []byte // scratch buffer for requestComplete
+	underPressure bool
+	lastWarning   time.Time
 
 	mu       sync.Mutex
 	released sync.Cond // signalled when a connection stops being protected
@@ -64,8 +77,8 @@ type connLimiter struct {
 	served sync.WaitGroup
 }
 
-func newConnLimiter(ln net.Listener, max int) *connLimiter {
-	l := &connLimiter{Listener: ln, max: max, peek: make([]byte, maxHeaderBytes)}
+func newConnLimiter(ln net.Listener, max int, logger *slog.Logger) *connLimiter {
+	l := &connLimiter{Listener: ln, max: max, logger: logger, peek: make([]byte, maxHeaderBytes)}
 	l.released.L = &l.mu
 	return l
 }
@@ -79,12 +92,13 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	c := &limitedConn{Conn: nc, limiter: l}
-	complete := requestComplete(nc, l.peek)
+	complete := l.underPressure && requestComplete(nc, l.peek)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.served.Add(1)
 	l.held++
+	l.updatePressure()
 	if complete {
 		c.state = connComplete
 		c.scanned = true
@@ -110,6 +124,30 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		l.evict(victim)
 	}
 	return c, nil
+}
+
+// updatePressure turns deferred accept on when the bound is exceeded and off
+// when the connections held have fallen to half of it; the gap keeps it
+// from flapping. l.mu must be held.
+func (l *connLimiter) updatePressure() {
+	switch {
+	case !l.underPressure && l.held > l.max:
+		l.underPressure = true
+		if err := setDeferAccept(l.Listener, true); err != nil {
+			l.logger.Warn("health: cannot defer accept; silent connections will take connection slots", "err", err)
+		}
+		// At most one line a minute, however an attacker makes the
+		// pressure come and go: the log must not be a lever.
+		if now := time.Now(); now.Sub(l.lastWarning) >= time.Minute {
+			l.lastWarning = now
+			l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.max)
+		}
+	case l.underPressure && l.held <= l.max/2:
+		l.underPressure = false
+		if err := setDeferAccept(l.Listener, false); err != nil {
+			l.logger.Warn("health: cannot stop deferring accept", "err", err)
+		}
+	}
 }
 
 // evict closes c and stops counting it. Its net/http goroutine sees the
@@ -223,6 +261,16 @@ func (c *limitedConn) Write(p []byte) (int, error) {
 		c.limiter.wroteAnswer(c)
 	}
 	return c.Conn.Write(p)
+}
+
+// CloseWrite lets net/http half-close a connection whose request it did not
+// read to the end, and wait for the client to read the answer, as it does
+// with a bare *net.TCPConn.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *limitedConn) Close() error {

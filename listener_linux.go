@@ -5,15 +5,15 @@ import (
 	"syscall"
 )
 
-// deferAcceptSeconds is how long the kernel keeps a connection that has sent
-// nothing before handing it to Accept anyway. Until then a silent client
-// costs the process no descriptor and no slot; it waits in the kernel's
-// queue, where its request, once sent, arrives all the same.
+// deferAcceptSeconds is how long, under pressure, the kernel keeps a
+// connection that has sent nothing before handing it to Accept anyway: the
+// header timeout, after which net/http would have closed it.
 const deferAcceptSeconds = int(readHeaderTimeout / 1e9)
 
-// deferAccept sets TCP_DEFER_ACCEPT on ln when it is a socket, so that
-// Accept returns a connection only once its first bytes have arrived.
-func deferAccept(ln net.Listener) error {
+// setDeferAccept sets or clears TCP_DEFER_ACCEPT on ln when it is a socket:
+// while set, Accept returns a connection only once its first bytes have
+// arrived.
+func setDeferAccept(ln net.Listener, on bool) error {
 	sc, ok := ln.(syscall.Conn)
 	if !ok {
 		return nil // not a socket (a test's listener, say): nothing to set
@@ -22,9 +22,13 @@ func deferAccept(ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	seconds := 0
+	if on {
+		seconds = deferAcceptSeconds
+	}
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, deferAcceptSeconds)
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, seconds)
 	}); err != nil {
 		return err
 	}

@@ -128,7 +128,11 @@ func (s *Server) Listen() (net.Listener, error) {
 	if err := s.cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	// No TCP keep-alive on accepted connections: a probe's connection
+	// lives for one request and a few seconds at most, so keep-alive would
+	// only cost four system calls on every accept.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", s.cfg.Listen)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, fmt.Errorf("health: listen %s: address already in use; under hostNetwork the port space is the node's, so another host-networked workload probably holds this port: %w", s.cfg.Listen, err)
 	}
@@ -152,9 +156,8 @@ func (s *Server) Listen() (net.Listener, error) {
 // serves would fail every probe.
 //
 // The connections held at once are bounded (see connLimiter) in a way that
-// never costs a well-behaved probe its answer; on Linux a listener from
-// Listen, or any *net.TCPListener, is also set to hand over a connection
-// only once its first bytes have arrived.
+// never costs a well-behaved probe its answer. On Linux, the limiter's
+// defences against silent clients need ln to be a socket, as Listen's is.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
@@ -163,10 +166,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return errors.New("health: Serve: the listener is nil but the config is enabled; pass the listener Listen returned")
 	}
 	ctx = contextOrBackground(ctx)
-	if err := deferAccept(ln); err != nil {
-		s.logger.Warn("health: cannot defer accept until data arrives; idle connections will take connection slots", "addr", ln.Addr().String(), "err", err)
-	}
-	limiter := newConnLimiter(ln, maxConns)
+	limiter := newConnLimiter(ln, maxConns, s.logger)
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: readHeaderTimeout,

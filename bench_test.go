@@ -1,0 +1,206 @@
+//go:debug httpmuxgo121=0
+
+package health
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The go:debug line above gives BenchmarkFloorMux the method patterns of
+// Go 1.22's ServeMux whatever the go line of go.mod, so that the floor is
+// the router a careful user would write today.
+
+// benchWriter is the one minimal, reusable ResponseWriter every in-process
+// benchmark uses, so that what is measured is the handler and nothing else.
+type benchWriter struct {
+	header http.Header
+	status int
+	n      int
+}
+
+func newBenchWriter() *benchWriter { return &benchWriter{header: make(http.Header, 8)} }
+
+func (w *benchWriter) Header() http.Header { return w.header }
+func (w *benchWriter) WriteHeader(status int) {
+	w.status = status
+}
+func (w *benchWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	return len(p), nil
+}
+
+var floorBody = []byte("ok\n")
+
+// floorHandler is the cheapest handler that answers a probe: the floor
+// every route of Handler is compared with.
+func floorHandler(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(floorBody) }
+
+func floorMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", floorHandler)
+	return mux
+}
+
+func BenchmarkFloor(b *testing.B) {
+	benchHandler(b, http.HandlerFunc(floorHandler), http.MethodGet, "/healthz")
+}
+
+func BenchmarkFloorMux(b *testing.B) {
+	benchHandler(b, floorMux(), http.MethodGet, "/healthz")
+}
+
+// probeRoutes are every route and state of Handler, by name.
+var probeRoutes = []struct {
+	name, method, target string
+	ready                bool
+	status               int
+}{
+	{"healthz", "GET", "/healthz", false, 200},
+	{"readyz_ready", "GET", "/readyz", true, 200},
+	{"readyz_not_ready", "GET", "/readyz", false, 503},
+	{"head_readyz", "HEAD", "/readyz", true, 200},
+	{"not_found", "GET", "/metrics", false, 404},
+	{"method_not_allowed", "POST", "/healthz", false, 405},
+}
+
+func probeServer(ready bool) *Server {
+	s := NewServer(Config{}, discardLogger())
+	if ready {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+	}
+	return s
+}
+
+func BenchmarkHandler(b *testing.B) {
+	for _, r := range probeRoutes {
+		b.Run(r.name, func(b *testing.B) {
+			benchHandler(b, probeServer(r.ready).Handler(), r.method, r.target)
+		})
+	}
+}
+
+func benchHandler(b *testing.B, h http.Handler, method, target string) {
+	w := newBenchWriter()
+	req := httptest.NewRequest(method, target, nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.ServeHTTP(w, req)
+	}
+}
+
+// TestProbeAllocatesNothing is the deterministic half of the benchmarks:
+// every route and state of Handler allocates nothing, and answers as it
+// should while doing so.
+func TestProbeAllocatesNothing(t *testing.T) {
+	for _, r := range probeRoutes {
+		t.Run(r.name, func(t *testing.T) {
+			h := probeServer(r.ready).Handler()
+			w := newBenchWriter()
+			req := httptest.NewRequest(r.method, r.target, nil)
+			allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, req) })
+			require.Zero(t, allocs)
+			require.Equal(t, r.status, w.status)
+		})
+	}
+}
+
+// BenchmarkEndToEnd compares Serve with a plain http.Server serving the
+// floor handler with the same timeouts, over loopback, one fresh
+// connection per request as the kubelet does. The two alternate request by
+// request, so that whatever else the machine does weighs on both alike;
+// the metric to read is health/floor, the ratio of requests per second.
+func BenchmarkEndToEnd(b *testing.B) {
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, discardLogger())
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	healthLn, err := s.Listen()
+	require.NoError(b, err)
+	healthAddr, stopHealth := serveForBench(b, healthLn, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
+	defer stopHealth()
+	floor := &http.Server{
+		Handler:           http.HandlerFunc(floorHandler),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+	floor.SetKeepAlivesEnabled(false)
+	// The floor listens as http.Server.ListenAndServe does.
+	floorLn, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	floorAddr, stopFloor := serveForBench(b, floorLn, func(ctx context.Context, ln net.Listener) error {
+		go func() { <-ctx.Done(); _ = floor.Close() }()
+		return floor.Serve(ln)
+	})
+	defer stopFloor()
+
+	var healthTime, floorTime time.Duration
+	buf := make([]byte, 4096)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		first, second := floorAddr, healthAddr
+		if i%2 == 1 {
+			first, second = second, first // neither always follows the other
+		}
+		start := time.Now()
+		probeOnce(b, first, buf)
+		mid := time.Now()
+		probeOnce(b, second, buf)
+		end := time.Now()
+		if first == floorAddr {
+			floorTime, healthTime = floorTime+mid.Sub(start), healthTime+end.Sub(mid)
+		} else {
+			healthTime, floorTime = healthTime+mid.Sub(start), floorTime+end.Sub(mid)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(floorTime)/float64(healthTime), "health/floor")
+	b.ReportMetric(float64(healthTime.Nanoseconds())/float64(b.N), "health-ns/req")
+	b.ReportMetric(float64(floorTime.Nanoseconds())/float64(b.N), "floor-ns/req")
+}
+
+func serveForBench(b *testing.B, ln net.Listener, serve func(context.Context, net.Listener) error) (addr string, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = serve(ctx, ln)
+	}()
+	return ln.Addr().String(), func() { cancel(); <-done }
+}
+
+const benchRequest = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+
+// probeOnce sends one request on a fresh connection and reads the answer
+// to the server's close. It reads raw bytes rather than parsing them, so
+// that the client's cost, which shares the machine, does not depend on how
+// many headers the server sends.
+func probeOnce(b *testing.B, addr string, buf []byte) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, benchRequest); err != nil {
+		b.Fatal(err)
+	}
+	n, err := io.ReadFull(c, buf)
+	if err != io.ErrUnexpectedEOF {
+		b.Fatalf("read %d bytes: %v", n, err)
+	}
+	if !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200 OK\r\n")) || !bytes.HasSuffix(buf[:n], []byte("\r\n\r\nok\n")) {
+		b.Fatalf("answer %q", buf[:n])
+	}
+}
