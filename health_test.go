@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -859,7 +860,9 @@ func startServing(t *testing.T, s *Server) (addr string, stop func() error) {
 }
 
 // kubeletProbe does what the kubelet's httpGet probe does: a fresh
-// connection, one GET, and the whole answer read.
+// connection, one GET, and the whole answer read. It reads on to the
+// server's close, so that a test's next step starts after the server has
+// let go of this connection.
 func kubeletProbe(addr, path string) (status int, body string, err error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -877,6 +880,9 @@ func kubeletProbe(addr, path string) (status int, body string, err error) {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		_, err = io.Copy(io.Discard, c)
+	}
 	return resp.StatusCode, string(b), err
 }
 
@@ -1103,7 +1109,7 @@ func TestStalledConnectionsCannotCostAProbe(t *testing.T) {
 	defer stop()
 
 	const extra, probes = 40, 40
-	stalled := make([]net.Conn, maxConns+extra)
+	stalled := make([]net.Conn, maxConns-closingReserve+extra)
 	for i := range stalled {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
@@ -1119,7 +1125,8 @@ func TestStalledConnectionsCannotCostAProbe(t *testing.T) {
 		assert.Equal(t, 200, status, "probe %d", i)
 		assert.Equal(t, "ok\n", body, "probe %d", i)
 	}
-	// Each newcomer past the bound closed the oldest stalled connection.
+	// Each newcomer past the eviction threshold closed the oldest stalled
+	// connection.
 	for i, c := range stalled[:extra+probes] {
 		assertClosedByServer(t, c, "stalled connection %d", i)
 	}
@@ -1175,3 +1182,58 @@ type probe struct {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestSlowProbeSurvivesChurn is load 4 in miniature: a probe whose request
+// comes late, after many newer connections have churned through a full
+// pool. Under pressure the kernel keeps the silent probe connection until
+// its request arrives, so it is never the oldest waiting connection in the
+// pool; a limiter that accepted it at once would have evicted it.
+func TestSlowProbeSurvivesChurn(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("deferred accept is Linux's TCP_DEFER_ACCEPT")
+	}
+	defer goleak.VerifyNone(t)
+	s, _ := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	addr, stop := startServing(t, s)
+	defer stop()
+
+	stall := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
+		require.NoError(t, err)
+		return c
+	}
+	// One past the eviction threshold: the oldest is evicted, and the
+	// limiter is under pressure.
+	first := make([]net.Conn, maxConns-closingReserve+1)
+	for i := range first {
+		first[i] = stall()
+		defer first[i].Close()
+	}
+	assertClosedByServer(t, first[0], "the first eviction")
+
+	probe, err := net.Dial("tcp", addr) // handshake done, request not yet sent
+	require.NoError(t, err)
+	defer probe.Close()
+
+	// Churn: each newcomer evicts the oldest waiting connection. This has
+	// to happen within deferAcceptSeconds, after which the kernel hands the
+	// silent probe over anyway; it takes a small fraction of that.
+	const churn = 200
+	for i := 0; i < churn; i++ {
+		c := stall()
+		defer c.Close()
+	}
+	assertClosedByServer(t, first[churn], "the churn's last eviction")
+
+	_, err = io.WriteString(probe, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	_ = probe.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(probe)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n"), "%q", got)
+	assert.True(t, strings.HasSuffix(string(got), "\r\n\r\nok\n"), "%q", got)
+}

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -8,11 +9,25 @@ import (
 	"time"
 )
 
-// maxConns bounds the connections Serve holds at once, and with them its
-// goroutines and memory (a goroutine and a few KiB of buffers each). It is
-// far below a default file-descriptor limit of 1024, so the agent's own
-// descriptors are never starved by its probe port.
+// maxConns bounds the connections Serve holds at once, counting each until
+// its goroutine has finished closing it, and with them Serve's goroutines
+// and memory (a goroutine and a few KiB of buffers each). It is far below a
+// default file-descriptor limit of 1024, so the agent's own descriptors are
+// never starved by its probe port.
 const maxConns = 256
+
+// closingReserve is how many of the maxConns slots are kept for connections
+// that have been evicted but whose goroutines have not yet finished closing
+// them, and for complete requests being answered. Eviction starts this far
+// below the bound, so under a flood Accept rarely has to wait for a
+// goroutine to be scheduled before it can take the next connection.
+const closingReserve = 32
+
+// pressureCooldown is how long after the last eviction the limiter stops
+// deferring accept. Lifting it as soon as the pool has room would let a
+// churning client make it flap, and every probe accepted in an off spell
+// would be unprotected when the next flood arrives.
+const pressureCooldown = 10 * time.Second
 
 // connState is where a held connection stands, which decides whether it may
 // be closed to make room.
@@ -29,32 +44,35 @@ const (
 	// connAnswered: the answer has been written; all that is left is
 	// net/http's clean-up. Evicted before any waiting connection.
 	connAnswered
-	// connReleased: closed and no longer counted.
+	// connEvicted: closed by the limiter; still counted until its
+	// goroutine ends.
+	connEvicted
+	// connReleased: its goroutine has ended; no longer counted.
 	connReleased
 )
 
 // connLimiter is a net.Listener that holds at most max connections. When a
-// new connection would exceed the bound, it closes an answered connection,
-// or else the one that has waited longest without a complete request, and
-// never the newcomer.
+// new connection takes the count past max - closingReserve, it closes an
+// answered connection, or else the one that has waited longest without a
+// complete request, and never the newcomer.
 //
 // A bound that refused newcomers instead would let max stalled clients
 // lock the kubelet out; no bound would let attackers grow the agent's
 // memory without limit. Evicting the oldest incomplete connection costs a
 // probe nothing as long as a probe's request is complete when it is
-// accepted. So, once the bound has been reached, the limiter is under
-// pressure: on Linux it makes the kernel hand over a connection only once
-// its first bytes have arrived (setDeferAccept), and Accept looks at the
-// bytes already received to see whether the request is whole
-// (requestComplete). A client that connects and stays silent then waits in
-// the kernel's queue, costing the process no descriptor, while its request,
-// once sent, arrives there all the same; a probe that is slow to write
-// (a busy kubelet) is accepted with its request in hand instead of growing
-// old, empty, in a churning pool.
+// accepted. So, once eviction has begun, the limiter is under pressure: on
+// Linux it makes the kernel hand over a connection only once its first
+// bytes have arrived (setDeferAccept), and Accept looks at the bytes
+// already received to see whether the request is whole (requestComplete).
+// A client that connects and stays silent then waits in the kernel's
+// queue, costing the process no descriptor, while a request, once sent,
+// arrives there all the same; a probe that is slow to write (a busy
+// kubelet) is accepted with its request in hand instead of growing old,
+// empty, in a churning pool.
 //
 // Deferring accept costs every connection a little latency, so the limiter
-// defers only under pressure, and lifts it once the connections held have
-// fallen to half the bound.
+// defers only under pressure, and lifts it once no eviction has been needed
+// for pressureCooldown.
 type connLimiter struct {
 	net.Listener
 	max    int
@@ -62,43 +80,40 @@ type connLimiter struct {
 
 	// Used by Accept only: http.Server calls it from one goroutine.
 	peek          []byte // scratch buffer for requestComplete
+	peekNext      bool   // whether the next newcomer is to be peeked at
 	underPressure bool
+	lastEviction  time.Time
 	lastWarning   time.Time
 
 	mu       sync.Mutex
-	released sync.Cond // signalled when a connection stops being protected
-	held     int
+	changed  sync.Cond // signalled when a connection is released or answered
+	held     int       // accepted, and their goroutines not yet ended
+	evicted  int       // of held, those closed by the limiter
 	answered connList
 	waiting  connList
 	closing  bool // Serve is shutting down: no waiting connection is kept
-
-	// served counts accepted connections whose net/http goroutine has not
-	// yet ended, so that Serve returns only after all of them have.
-	served sync.WaitGroup
 }
 
 func newConnLimiter(ln net.Listener, max int, logger *slog.Logger) *connLimiter {
 	l := &connLimiter{Listener: ln, max: max, logger: logger, peek: make([]byte, maxHeaderBytes)}
-	l.released.L = &l.mu
+	l.changed.L = &l.mu
 	return l
 }
 
-// Accept accepts the next connection and, if that takes the count past
-// max, closes others to make room, waiting only in the rare case that every
-// other held connection is being answered at that moment.
+// Accept accepts the next connection and makes room for it. It waits only
+// when every slot, the reserve included, is held by connections being
+// answered or being closed, which ends in microseconds.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	nc, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
 	c := &limitedConn{Conn: nc, limiter: l}
-	complete := l.underPressure && requestComplete(nc, l.peek)
+	complete := l.peekNext && requestComplete(nc, l.peek)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.served.Add(1)
 	l.held++
-	l.updatePressure()
 	if complete {
 		c.state = connComplete
 		c.scanned = true
@@ -109,67 +124,76 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		l.evict(c)
 		return c, nil
 	}
-	for l.held > l.max {
-		victim := l.answered.front()
-		if victim == nil {
-			victim = l.waiting.front()
-		}
-		if victim == nil || victim == c {
-			if l.closing {
-				break
+	for !l.closing {
+		if l.held-l.evicted > l.max-closingReserve {
+			if victim := l.victim(c); victim != nil {
+				l.evict(victim)
+				l.lastEviction = time.Now()
+				l.setPressure(true)
+				continue
 			}
-			l.released.Wait()
-			continue
 		}
-		l.evict(victim)
+		if l.held <= l.max {
+			break
+		}
+		l.changed.Wait()
 	}
+	if l.underPressure && time.Since(l.lastEviction) > pressureCooldown {
+		l.setPressure(false)
+	}
+	// Peeking costs a system call, so it waits until the pool is filling:
+	// an unpeeked newcomer is protected only once its goroutine has read
+	// its request, which on a busy machine can come after many newer
+	// connections have been accepted.
+	l.peekNext = l.underPressure || l.held > l.max/4
 	return c, nil
 }
 
-// updatePressure turns deferred accept on when the bound is exceeded and off
-// when the connections held have fallen to half of it; the gap keeps it
-// from flapping. l.mu must be held.
-func (l *connLimiter) updatePressure() {
-	switch {
-	case !l.underPressure && l.held > l.max:
-		l.underPressure = true
-		if err := setDeferAccept(l.Listener, true); err != nil {
-			l.logger.Warn("health: cannot defer accept; silent connections will take connection slots", "err", err)
-		}
-		// At most one line a minute, however an attacker makes the
-		// pressure come and go: the log must not be a lever.
-		if now := time.Now(); now.Sub(l.lastWarning) >= time.Minute {
-			l.lastWarning = now
-			l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.max)
-		}
-	case l.underPressure && l.held <= l.max/2:
-		l.underPressure = false
-		if err := setDeferAccept(l.Listener, false); err != nil {
-			l.logger.Warn("health: cannot stop deferring accept", "err", err)
-		}
+// victim returns the connection to evict to make room for newcomer: an
+// answered one, or else the oldest waiting one, never newcomer itself.
+// l.mu must be held.
+func (l *connLimiter) victim(newcomer *limitedConn) *limitedConn {
+	if c := l.answered.front(); c != nil {
+		return c
+	}
+	if c := l.waiting.front(); c != newcomer {
+		return c
+	}
+	return nil
+}
+
+// setPressure turns deferred accept on or off. l.mu must be held.
+func (l *connLimiter) setPressure(on bool) {
+	if l.underPressure == on {
+		return
+	}
+	l.underPressure = on
+	if err := setDeferAccept(l.Listener, on); err != nil && !errors.Is(err, net.ErrClosed) {
+		l.logger.Warn("health: cannot change deferred accept; silent connections may take connection slots", "defer", on, "err", err)
+	}
+	// At most one line a minute, however an attacker makes the pressure
+	// come and go: the log must not be a lever.
+	if now := time.Now(); on && now.Sub(l.lastWarning) >= time.Minute {
+		l.lastWarning = now
+		l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.max)
 	}
 }
 
-// evict closes c and stops counting it. Its net/http goroutine sees the
-// closed connection on its next read or write and ends. l.mu must be held.
+// evict closes c's socket, which its goroutine sees on its next read or
+// write. c stays counted until that goroutine ends, so that the bound holds
+// for goroutines as well as sockets. l.mu must be held.
 func (l *connLimiter) evict(c *limitedConn) {
-	l.release(c)
-	_ = c.Conn.Close()
-}
-
-// release stops counting c, once. l.mu must be held.
-func (l *connLimiter) release(c *limitedConn) {
 	switch c.state {
-	case connReleased:
-		return
 	case connWaiting:
 		l.waiting.remove(c)
 	case connAnswered:
 		l.answered.remove(c)
+	default:
+		return
 	}
-	c.state = connReleased
-	l.held--
-	l.released.Signal()
+	c.state = connEvicted
+	l.evicted++
+	_ = c.Conn.Close()
 }
 
 // sawRequest marks c as holding a complete request: protected from
@@ -196,7 +220,27 @@ func (l *connLimiter) wroteAnswer(c *limitedConn) {
 	}
 	c.state = connAnswered
 	l.answered.pushBack(c)
-	l.released.Signal()
+	l.changed.Signal()
+}
+
+// release stops counting c, once: its goroutine is ending.
+func (l *connLimiter) release(c *limitedConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch c.state {
+	case connReleased:
+		return
+	case connWaiting:
+		l.waiting.remove(c)
+	case connAnswered:
+		l.answered.remove(c)
+	case connEvicted:
+		l.evicted--
+	}
+	c.state = connReleased
+	l.held--
+	// Broadcast, not Signal: Accept and wait may both be waiting.
+	l.changed.Broadcast()
 }
 
 // shutdown closes every connection that is not being answered and makes
@@ -213,20 +257,32 @@ func (l *connLimiter) shutdown() {
 	for c := l.waiting.front(); c != nil; c = l.waiting.front() {
 		l.evict(c)
 	}
-	l.released.Broadcast()
+	l.changed.Broadcast()
 }
 
 // connState is the http.Server's ConnState hook. StateClosed is reported by
-// a connection's own goroutine as its last act, which is what wait waits
-// for.
-func (l *connLimiter) connState(_ net.Conn, state http.ConnState) {
-	if state == http.StateClosed {
-		l.served.Done()
+// a connection's own goroutine as its last act, after it has closed the
+// connection and left net/http's bookkeeping, so it is there that a slot is
+// freed: the bound then holds for goroutines, not only for sockets, however
+// long a busy scheduler takes to run them.
+func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
+	if state != http.StateClosed {
+		return
+	}
+	if c, ok := nc.(*limitedConn); ok {
+		l.release(c)
 	}
 }
 
-// wait returns once the goroutine of every accepted connection has ended.
-func (l *connLimiter) wait() { l.served.Wait() }
+// wait returns once the goroutine of every accepted connection has ended,
+// so that Serve returns only after all of them have.
+func (l *connLimiter) wait() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.held > 0 {
+		l.changed.Wait()
+	}
+}
 
 // limitedConn is a connection held by a connLimiter. It watches the bytes
 // read for the end of the request header and the first write of the
@@ -255,12 +311,15 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Write reports the answer once it is on its way, never before: a
+// connection marked answered may be closed at once.
 func (c *limitedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
 	if !c.wrote {
 		c.wrote = true
 		c.limiter.wroteAnswer(c)
 	}
-	return c.Conn.Write(p)
+	return n, err
 }
 
 // CloseWrite lets net/http half-close a connection whose request it did not
@@ -273,12 +332,7 @@ func (c *limitedConn) CloseWrite() error {
 	return nil
 }
 
-func (c *limitedConn) Close() error {
-	c.limiter.mu.Lock()
-	c.limiter.release(c)
-	c.limiter.mu.Unlock()
-	return c.Conn.Close()
-}
+
 
 // headerScanner finds the blank line that ends an HTTP/1 request header,
 // across reads. net/http accepts "\n" as well as "\r\n" as a line end, so

@@ -1,0 +1,203 @@
+// Command healthdemo is a pretend node agent that answers the kubelet's
+// probes with the health package, so that you can watch them change.
+//
+//	go run ./cmd/healthdemo
+//	curl -i http://127.0.0.1:9101/healthz
+//	curl -i http://127.0.0.1:9101/readyz
+//
+// It listens at once, registers after -register-after, brings its data
+// plane up -dataplane-after later and from then on checks that the network
+// interface -iface exists and is up. Type commands on its standard input to
+// drive the rest (type help). Ctrl-C stops it cleanly.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/meshnode/health"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const commandHelp = `commands:
+  mode streaming|pull_only|degraded_polling   set the event delivery mode
+  delivery-stopped                            latch: event delivery stopped
+  subsystem-stopped NAME                      latch: a subsystem stopped
+  status                                      print Ready(), with its detail
+  help                                        print this list`
+
+// run is the whole demo, apart from the process: main gives it the signals
+// and the standard streams, and its test gives it a context and pipes. It
+// returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("healthdemo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", health.DefaultListen, "host:port of the probe endpoints")
+	iface := fs.String("iface", "lo", "network interface whose presence and up state is the data-plane check")
+	registerAfter := fs.Duration("register-after", 2*time.Second, "when the pretend agent registers")
+	dataPlaneAfter := fs.Duration("dataplane-after", 2*time.Second, "how long after registering its data plane comes up")
+	var level slog.Level
+	fs.TextVar(&level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	out := &lockedWriter{w: stdout}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := health.Config{Listen: *listen}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, "healthdemo:", err)
+		return 2
+	}
+	srv := health.NewServer(cfg, logger)
+	ln, err := srv.Listen()
+	if err != nil {
+		fmt.Fprintln(stderr, "healthdemo:", err)
+		return 1
+	}
+	addr := ln.Addr().String()
+	out.printf("healthdemo: serving on %s\n  curl -i http://%s/healthz\n  curl -i http://%s/readyz\ntype help for commands; Ctrl-C to stop\n", addr, addr, addr)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	go startUp(ctx, srv, logger, *registerAfter, *dataPlaneAfter, *iface)
+	// The reader is not waited for: a read from a terminal cannot be
+	// interrupted, and nothing it does outlives the process.
+	go readCommands(stdin, srv, out)
+
+	if err := <-served; err != nil {
+		fmt.Fprintln(stderr, "healthdemo:", err)
+		return 1
+	}
+	out.printf("healthdemo: stopped cleanly\n")
+	return 0
+}
+
+// startUp walks the agent's start-up on a clock a person can follow.
+func startUp(ctx context.Context, srv *health.Server, logger *slog.Logger, registerAfter, dataPlaneAfter time.Duration, iface string) {
+	if !sleep(ctx, registerAfter) {
+		return
+	}
+	logger.Info("healthdemo: registered with the control plane")
+	srv.SetRegistered()
+	if !sleep(ctx, dataPlaneAfter) {
+		return
+	}
+	logger.Info("healthdemo: data plane configured; checking the interface", "iface", iface)
+	srv.SetDataPlaneReady()
+	srv.SetDataPlaneCheck(ctx, interfaceUp(iface))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// interfaceUp is the data-plane check: the interface exists and is up.
+func interfaceUp(name string) func() error {
+	return func() error {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return fmt.Errorf("interface %q: %w", name, err)
+		}
+		if ifi.Flags&net.FlagUp == 0 {
+			return fmt.Errorf("interface %q is down", name)
+		}
+		return nil
+	}
+}
+
+// maxLine bounds a command line; the rest of a longer one is discarded
+// rather than buffered.
+const maxLine = 4096
+
+// readCommands runs the commands read from r until it ends. Whatever it
+// reads, it answers; nothing can stop the demo from serving.
+func readCommands(r io.Reader, srv *health.Server, out *lockedWriter) {
+	br := bufio.NewReaderSize(r, maxLine)
+	for {
+		line, tooLong, err := br.ReadLine()
+		if tooLong {
+			for tooLong && err == nil {
+				_, tooLong, err = br.ReadLine()
+			}
+			out.printf("error: line longer than %d bytes\n%s\n", maxLine, commandHelp)
+			continue
+		}
+		if err != nil {
+			return // end of input (no terminal, say): just keep serving
+		}
+		if reply := runCommand(string(line), srv); reply != "" {
+			out.printf("%s\n", reply)
+		}
+	}
+}
+
+// runCommand carries out one command line and returns the reply.
+func runCommand(line string, srv *health.Server) string {
+	verb, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+	arg = strings.TrimSpace(arg)
+	switch {
+	case verb == "":
+		return ""
+	case verb == "help" && arg == "":
+		return commandHelp
+	case verb == "status" && arg == "":
+		return status(srv)
+	case verb == "mode" && arg != "" && !strings.Contains(arg, " "):
+		srv.SetDeliveryMode(health.DeliveryMode(arg))
+		return status(srv)
+	case verb == "delivery-stopped" && arg == "":
+		srv.SetDeliveryStopped()
+		return status(srv)
+	case verb == "subsystem-stopped" && arg != "":
+		srv.SetSubsystemStopped(arg)
+		return status(srv)
+	}
+	return fmt.Sprintf("error: unknown command %q\n%s", line, commandHelp)
+}
+
+func status(srv *health.Server) string {
+	if err := srv.Ready(); err != nil {
+		return "status: not ready: " + err.Error()
+	}
+	return "status: ready"
+}
+
+// lockedWriter serialises the replies and notices written from several
+// goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) printf(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fmt.Fprintf(w.w, format, args...)
+}

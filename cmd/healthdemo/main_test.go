@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// demo is a running run() with pipes for its standard streams.
+type demo struct {
+	stdin  *io.PipeWriter
+	lines  chan string
+	stderr *syncBuffer
+	addr   string
+	code   chan int
+	cancel context.CancelFunc
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func startDemo(t *testing.T, args ...string) *demo {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &demo{stdin: inW, lines: make(chan string, 100), stderr: &syncBuffer{}, code: make(chan int, 1), cancel: cancel}
+	go func() {
+		d.code <- run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), inR, outW, d.stderr)
+		_ = outW.Close()
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			d.lines <- sc.Text()
+		}
+		close(d.lines)
+	}()
+	first := d.next(t)
+	addr, ok := strings.CutPrefix(first, "healthdemo: serving on ")
+	require.True(t, ok, "first line %q", first)
+	d.addr = addr
+	t.Cleanup(func() {
+		cancel()
+		_ = inW.Close()
+	})
+	return d
+}
+
+// next returns the demo's next line on standard output.
+func (d *demo) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case l, ok := <-d.lines:
+		require.True(t, ok, "standard output closed")
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no output from the demo")
+		return ""
+	}
+}
+
+// nextMatching skips lines until one starts with prefix.
+func (d *demo) nextMatching(t *testing.T, prefix string) string {
+	t.Helper()
+	for {
+		if l := d.next(t); strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+}
+
+func (d *demo) send(t *testing.T, line string) {
+	t.Helper()
+	_, err := io.WriteString(d.stdin, line+"\n")
+	require.NoError(t, err)
+}
+
+func (d *demo) probe(t *testing.T, path string) (int, string) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + d.addr + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// eventuallyAnswers waits for /readyz to give this answer, as the demo's
+// start-up clock runs.
+func (d *demo) eventuallyAnswers(t *testing.T, status int, body string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		s, b := d.probe(t, "/readyz")
+		return s == status && b == body
+	}, 10*time.Second, 10*time.Millisecond, "readyz %d %q", status, body)
+}
+
+// stop cancels the demo, as SIGINT would, and closes its input, which ends
+// its reader (a terminal's would end with the process).
+func (d *demo) stop(t *testing.T) {
+	t.Helper()
+	d.cancel()
+	_ = d.stdin.Close()
+	select {
+	case code := <-d.code:
+		assert.Equal(t, 0, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the demo did not stop")
+	}
+}
+
+func TestDemoLifecycle(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d := startDemo(t, "-register-after", "1s", "-dataplane-after", "50ms")
+
+	status, body := d.probe(t, "/healthz")
+	assert.Equal(t, 200, status)
+	assert.Equal(t, "ok\n", body)
+	status, body = d.probe(t, "/readyz")
+	assert.Equal(t, 503, status, "probed before the registration clock runs out")
+	assert.Equal(t, "not ready: registration pending\n", body)
+
+	d.eventuallyAnswers(t, 200, "ok\n")
+
+	d.send(t, "mode degraded_polling")
+	assert.Equal(t, `status: not ready: event delivery degraded: mode "degraded_polling"`, d.nextMatching(t, "status:"))
+	status, body = d.probe(t, "/readyz")
+	assert.Equal(t, 503, status)
+	assert.Equal(t, "not ready: event delivery degraded\n", body)
+	status, _ = d.probe(t, "/healthz")
+	assert.Equal(t, 200, status)
+
+	d.send(t, "mode pull_only")
+	assert.Equal(t, "status: ready", d.nextMatching(t, "status:"))
+	status, _ = d.probe(t, "/readyz")
+	assert.Equal(t, 200, status)
+
+	d.send(t, "bogus command")
+	assert.Equal(t, `error: unknown command "bogus command"`, d.nextMatching(t, "error:"))
+	assert.Equal(t, "commands:", d.next(t))
+
+	d.send(t, strings.Repeat("x", 10*maxLine))
+	assert.Equal(t, "error: line longer than 4096 bytes", d.nextMatching(t, "error:"))
+
+	d.send(t, "subsystem-stopped route sync")
+	assert.Equal(t, `status: not ready: subsystem stopped: "route sync"`, d.nextMatching(t, "status:"))
+	status, body = d.probe(t, "/readyz")
+	assert.Equal(t, 503, status)
+	assert.Equal(t, "not ready: subsystem stopped\n", body)
+
+	d.stop(t)
+	assert.Equal(t, "healthdemo: stopped cleanly", d.nextMatching(t, "healthdemo: stopped"))
+	assert.Contains(t, d.stderr.String(), `msg="health: readiness changed" ready=true`)
+}
+
+func TestDemoMissingInterface(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-iface", "wg-missing0")
+	d.eventuallyAnswers(t, 503, "not ready: data plane lost\n")
+	d.send(t, "status")
+	assert.Equal(t, `status: not ready: data plane lost: interface "wg-missing0": route ip+net: no such network interface`, d.nextMatching(t, "status:"))
+	d.stop(t)
+}
+
+func TestDemoWithoutInput(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s")
+	require.NoError(t, d.stdin.Close()) // no terminal: it keeps serving
+	d.eventuallyAnswers(t, 200, "ok\n")
+	d.stop(t)
+}
+
+func TestDemoAddressInUse(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"-listen", taken.Addr().String()}, strings.NewReader(""), io.Discard, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "healthdemo: health: listen "+taken.Addr().String()+": address already in use")
+}
+
+func TestDemoBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-log-level", "loud"}, {"-listen", "nowhere"}, {"-register-after", "soon"}} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), args, strings.NewReader(""), io.Discard, &stderr)
+		assert.Equal(t, 2, code, "%v", args)
+		assert.NotEmpty(t, stderr.String())
+	}
+}
