@@ -332,8 +332,6 @@ func (c *limitedConn) CloseWrite() error {
 	return nil
 }
 
-
-
 // headerScanner finds the blank line that ends an HTTP/1 request header,
 // across reads. net/http accepts "\n" as well as "\r\n" as a line end, so
 // both count.

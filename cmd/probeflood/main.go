@@ -23,6 +23,8 @@ import (
 	"time"
 )
 
+var verbose = flag.Bool("v", false, "print why each failed probe failed, to standard error")
+
 func main() {
 	role := flag.String("role", "", "internal: server or attack, the children this command starts, with their own flags after --")
 	loads := flag.String("load", "1,2,3,4,5", "comma-separated loads to run (see -help)")

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -69,14 +69,18 @@ func probeOnce(client *http.Client, url string) outcome {
 	req.Header.Set("User-Agent", "kube-probe/1.31")
 	resp, err := client.Do(req)
 	if err != nil {
-		if os.Getenv("PROBEFLOOD_DEBUG") != "" {
-			fmt.Fprintln(os.Stderr, "probe:", err)
+		if *verbose {
+			fmt.Fprintln(os.Stderr, "probe failed:", err)
 		}
 		return outcome{latency: time.Since(start)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 10<<10))
-	return outcome{ok: err == nil && resp.StatusCode == 200 && string(body) == "ok\n", latency: time.Since(start)}
+	ok := err == nil && resp.StatusCode == 200 && string(body) == "ok\n"
+	if !ok && *verbose {
+		fmt.Fprintf(os.Stderr, "probe failed: %d %q %v\n", resp.StatusCode, body, err)
+	}
+	return outcome{ok: ok, latency: time.Since(start)}
 }
 
 // delayedConn holds its first write until a moment after the handshake.
