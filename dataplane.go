@@ -47,6 +47,11 @@ type poller struct {
 // node ready for a moment on no evidence. A nil fn stops any poller and
 // drops the verdict, returning to latch-only readiness.
 //
+// Until the first check returns, readiness rests on the latches alone (the
+// readiness table has no row for "no verdict yet"), so an agent that must
+// not be ready before its first check passes should call SetDataPlaneCheck
+// before SetDataPlaneReady.
+//
 // A panic in fn is recovered and counts as a failed check whose error
 // carries the panic value and stack. When ctx is done the poller exits as
 // soon as any running fn returns, and the last verdict stays. A nil ctx

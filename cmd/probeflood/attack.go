@@ -79,9 +79,10 @@ func (a *attacker) dial(ctx context.Context) net.Conn {
 		if err == nil {
 			return c
 		}
-		a.dialErrors.Add(1)
-		// The kernel refused or dropped the handshake: try again, a little
+		// The kernel refused the connection or dropped the handshake
+		// until the dial timed out: count it, and try again a little
 		// later, so a refusal does not become a busy loop.
+		a.dialErrors.Add(1)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Millisecond):
