@@ -1038,20 +1038,28 @@ func TestServeReturnsListenerFailure(t *testing.T) {
 	assertClosedByServer(t, held, "the connection it had accepted")
 }
 
+// exchange sends raw bytes on a fresh connection and returns everything the
+// server sends back before it closes the connection.
+func exchange(t *testing.T, addr, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, raw)
+	require.NoError(t, err)
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(c)
+	require.NoError(t, err, "the server closes the connection; the client's deadline never fires")
+	return string(got)
+}
+
 func TestStalledConnectionIsClosed(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s, _ := newTestServer(t)
 	addr, stop := startServing(t, s)
 	defer stop()
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
-	require.NoError(t, err)
-	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	got, err := io.ReadAll(c)
-	require.NoError(t, err, "the server closes the connection (EOF), the client's deadline never fires")
-	assert.NotContains(t, string(got), "200 OK")
+	got := exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+	assert.NotContains(t, got, "200 OK")
 }
 
 func TestOneRequestPerConnection(t *testing.T) {
@@ -1059,17 +1067,10 @@ func TestOneRequestPerConnection(t *testing.T) {
 	s, _ := newTestServer(t)
 	addr, stop := startServing(t, s)
 	defer stop()
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	require.NoError(t, err)
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	got, err := io.ReadAll(c)
-	require.NoError(t, err)
-	assert.Equal(t, 1, strings.Count(string(got), "HTTP/1.1 "), "one answer, then close:\n%s", got)
-	assert.Contains(t, string(got), "\r\nConnection: close\r\n")
-	assert.True(t, strings.HasSuffix(string(got), "\r\n\r\nok\n"))
+	got := exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	assert.Equal(t, 1, strings.Count(got, "HTTP/1.1 "), "one answer, then close:\n%s", got)
+	assert.Contains(t, got, "\r\nConnection: close\r\n")
+	assert.True(t, strings.HasSuffix(got, "\r\n\r\nok\n"))
 }
 
 func TestOversizedHeaderNeverOK(t *testing.T) {

@@ -93,38 +93,26 @@ func (s *Server) Ready() error {
 
 // SetRegistered latches that the node has registered with the control
 // plane.
-func (s *Server) SetRegistered() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.registered = true
-	s.update()
-}
+func (s *Server) SetRegistered() { s.set(func() { s.registered = true }) }
 
 // SetDataPlaneReady latches that the WireGuard interface and firewall chain
 // are configured.
-func (s *Server) SetDataPlaneReady() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dataPlaneReady = true
-	s.update()
-}
+func (s *Server) SetDataPlaneReady() { s.set(func() { s.dataPlaneReady = true }) }
 
 // SetDeliveryMode records the latest delivery mode. It is the one setter
 // that is not a latch: the reconnect engine moves between modes and back.
-func (s *Server) SetDeliveryMode(m DeliveryMode) {
+func (s *Server) SetDeliveryMode(m DeliveryMode) { s.set(func() { s.mode = m }) }
+
+// set changes the state under the lock and updates the verdict.
+func (s *Server) set(change func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mode = m
+	change()
 	s.update()
 }
 
 // SetDeliveryStopped latches that event delivery has stopped for good.
-func (s *Server) SetDeliveryStopped() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.deliveryStopped = true
-	s.update()
-}
+func (s *Server) SetDeliveryStopped() { s.set(func() { s.deliveryStopped = true }) }
 
 // SetSubsystemStopped latches that a subsystem has stopped and logs its name
 // at error level, quoted by the logger, never interpreted. Any name latches,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -39,14 +40,22 @@ func runAttack(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
 	defer cancel()
+	a := &attacker{addr: *addr, maxDials: *maxDials}
+	start := time.Now()
+	// The parent writes a line when its probing ends, before it stops the
+	// server, and closes standard input to stop the attack. The figures
+	// reported are those of the probing window: once the server is gone,
+	// every connect fails, and counting those would say nothing.
+	var report atomic.Value // the figures at the parent's mark
 	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			report.Store(fmt.Sprintf("result dials=%d seconds=%.1f dial_errors=%d", a.dials.Load(), time.Since(start).Seconds(), a.dialErrors.Load()))
+		}
 		cancel()
 	}()
 
-	a := &attacker{addr: *addr, maxDials: *maxDials}
 	var wg sync.WaitGroup
-	start := time.Now()
 	spawn := func(n int, fn func(context.Context)) {
 		for i := 0; i < n; i++ {
 			wg.Add(1)
@@ -60,7 +69,10 @@ func runAttack(args []string) error {
 	spawn(*idle, a.idle)
 	spawn(*churn, a.churn)
 	wg.Wait()
-	fmt.Printf("result dials=%d seconds=%.1f dial_errors=%d\n", a.dials.Load(), time.Since(start).Seconds(), a.dialErrors.Load())
+	if report.Load() == nil {
+		report.Store(fmt.Sprintf("result dials=%d seconds=%.1f dial_errors=%d", a.dials.Load(), time.Since(start).Seconds(), a.dialErrors.Load()))
+	}
+	fmt.Println(report.Load())
 	return nil
 }
 

@@ -113,6 +113,9 @@ func runLoad(l load, d time.Duration, addr string) (row string, passed bool, err
 	time.Sleep(warmup)
 
 	results := probeFor(addr, d, l.probeDelay)
+	if _, err := io.WriteString(attack.stdin, "mark\n"); err != nil {
+		return "", false, err
+	}
 
 	serverFigures := "n/a | n/a | n/a"
 	if server != nil {
