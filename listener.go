@@ -51,12 +51,12 @@ const (
 	connReleased
 )
 
-// connLimiter is a net.Listener that holds at most max connections. When a
-// new connection takes the count past max - closingReserve, it closes an
-// answered connection, or else the one that has waited longest without a
-// complete request, and never the newcomer.
+// connLimiter is a net.Listener that holds at most maxConns connections.
+// When a new connection takes the count past maxConns - closingReserve, it
+// closes an answered connection, or else the one that has waited longest
+// without a complete request, and never the newcomer.
 //
-// A bound that refused newcomers instead would let max stalled clients
+// A bound that refused newcomers instead would let maxConns stalled clients
 // lock the kubelet out; no bound would let attackers grow the agent's
 // memory without limit. Evicting the oldest incomplete connection costs a
 // probe nothing as long as a probe's request is complete when it is
@@ -75,7 +75,6 @@ const (
 // for pressureCooldown.
 type connLimiter struct {
 	net.Listener
-	max    int
 	logger *slog.Logger
 
 	// Used by Accept only: http.Server calls it from one goroutine.
@@ -94,8 +93,8 @@ type connLimiter struct {
 	closing  bool // Serve is shutting down: no waiting connection is kept
 }
 
-func newConnLimiter(ln net.Listener, max int, logger *slog.Logger) *connLimiter {
-	l := &connLimiter{Listener: ln, max: max, logger: logger, peek: make([]byte, maxHeaderBytes)}
+func newConnLimiter(ln net.Listener, logger *slog.Logger) *connLimiter {
+	l := &connLimiter{Listener: ln, logger: logger, peek: make([]byte, maxHeaderBytes)}
 	l.changed.L = &l.mu
 	return l
 }
@@ -125,7 +124,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		return c, nil
 	}
 	for !l.closing {
-		if l.held-l.evicted > l.max-closingReserve {
+		if l.held-l.evicted > maxConns-closingReserve {
 			if victim := l.victim(c); victim != nil {
 				l.evict(victim)
 				l.lastEviction = time.Now()
@@ -133,7 +132,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 				continue
 			}
 		}
-		if l.held <= l.max {
+		if l.held <= maxConns {
 			break
 		}
 		l.changed.Wait()
@@ -145,7 +144,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	// an unpeeked newcomer is protected only once its goroutine has read
 	// its request, which on a busy machine can come after many newer
 	// connections have been accepted.
-	l.peekNext = l.underPressure || l.held > l.max/4
+	l.peekNext = l.underPressure || l.held > maxConns/4
 	return c, nil
 }
 
@@ -175,7 +174,7 @@ func (l *connLimiter) setPressure(on bool) {
 	// come and go: the log must not be a lever.
 	if now := time.Now(); on && now.Sub(l.lastWarning) >= time.Minute {
 		l.lastWarning = now
-		l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.max)
+		l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", maxConns)
 	}
 }
 

@@ -166,7 +166,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return errors.New("health: Serve: the listener is nil but the config is enabled; pass the listener Listen returned")
 	}
 	ctx = contextOrBackground(ctx)
-	limiter := newConnLimiter(ln, maxConns, s.logger)
+	limiter := newConnLimiter(ln, s.logger)
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -25,8 +25,8 @@ func runLoads(spec string, d time.Duration, addr string) error {
 		}
 	}
 	fmt.Printf("probeflood: %d s of probes per load, a probe to each endpoint every %v, timeout %v\n\n", int(d.Seconds()), probeEvery, probeTimeout)
-	fmt.Println("| load | /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | attacker connects failed | server peak RSS | server peak goroutines | Serve returned after cancel | bar |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| load | /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | attacker connects failed | kernel: accept queue overflows / SYN queue full (cookies, drops) | server peak RSS | server peak goroutines | Serve returned after cancel | bar |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	failed := false
 	for _, l := range loads {
 		row, passed, err := runLoad(l, d, addr)
@@ -112,7 +112,9 @@ func runLoad(l load, d time.Duration, addr string) (row string, passed bool, err
 	defer attack.cmd.Process.Kill()
 	time.Sleep(warmup)
 
+	kernelBefore := readKernelCounters()
 	results := probeFor(addr, d, l.probeDelay)
+	kernel := readKernelCounters().since(kernelBefore)
 	if _, err := io.WriteString(attack.stdin, "mark\n"); err != nil {
 		return "", false, err
 	}
@@ -166,8 +168,9 @@ func runLoad(l load, d time.Duration, addr string) (row string, passed bool, err
 		}
 		bar = fmt.Sprintf("≥ %.1f%%: %s", 100*l.bar, verdict)
 	}
-	row = fmt.Sprintf("| %d. %s | %s | %s | %s | %s | %.0f | %d | %s | %s |", l.id, l.name, cells[0], cells[1],
-		roundMs(p50), roundMs(p99), float64(dials)/seconds, dialErrors, serverFigures, bar)
+	row = fmt.Sprintf("| %d. %s | %s | %s | %s | %s | %.0f | %d | %d / %d, %d | %s | %s |", l.id, l.name, cells[0], cells[1],
+		roundMs(p50), roundMs(p99), float64(dials)/seconds, dialErrors,
+		kernel.listenOverflows, kernel.synQueueCookies, kernel.synQueueDrops, serverFigures, bar)
 	return row, passed, nil
 }
 
