@@ -47,10 +47,10 @@ type poller struct {
 // node ready for a moment on no evidence. A nil fn stops any poller and
 // drops the verdict, returning to latch-only readiness.
 //
-// Until the first check returns, readiness rests on the latches alone (the
-// readiness table has no row for "no verdict yet"), so an agent that must
-// not be ready before its first check passes should call SetDataPlaneCheck
-// before SetDataPlaneReady.
+// Until the first check returns, readiness rests on the latches alone: the
+// readiness table has no row for a verdict not yet in. So a check that
+// fails at once still lets /readyz answer 200 for the moment it takes to
+// run and report, if every latch is already set.
 //
 // A panic in fn is recovered and counts as a failed check whose error
 // carries the panic value and stack. When ctx is done the poller exits as

@@ -103,11 +103,8 @@ func startUp(ctx context.Context, srv *health.Server, logger *slog.Logger, regis
 		return
 	}
 	logger.Info("healthdemo: data plane configured; checking the interface", "iface", iface)
-	// The check first: its first verdict is then usually in before the
-	// data plane is declared ready, so readiness does not say ready for
-	// the moment a failing check takes to report.
-	srv.SetDataPlaneCheck(ctx, interfaceUp(iface))
 	srv.SetDataPlaneReady()
+	srv.SetDataPlaneCheck(ctx, interfaceUp(iface))
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
