@@ -864,12 +864,17 @@ func startServing(t *testing.T, s *Server) (addr string, stop func() error) {
 // server's close, so that a test's next step starts after the server has
 // let go of this connection.
 func kubeletProbe(addr, path string) (status int, body string, err error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	return kubeletProbeWithin(addr, path, 5*time.Second)
+}
+
+// kubeletProbeWithin is kubeletProbe with the probe's own timeout.
+func kubeletProbeWithin(addr, path string, timeout time.Duration) (status int, body string, err error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return 0, "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"
 	if _, err := io.WriteString(c, req); err != nil {
 		return 0, "", err
@@ -1220,15 +1225,19 @@ func TestSlowProbeSurvivesChurn(t *testing.T) {
 	require.NoError(t, err)
 	defer probe.Close()
 
-	// Churn: each newcomer evicts the oldest waiting connection. This has
-	// to happen within deferAcceptSeconds, after which the kernel hands the
-	// silent probe over anyway; it takes a small fraction of that.
-	const churn = 200
-	for i := 0; i < churn; i++ {
-		c := stall()
-		defer c.Close()
+	// Churn: each newcomer evicts the oldest waiting connection, so the
+	// whole first batch goes, and then the oldest of the churn itself. Had
+	// the probe been accepted when it connected, it would have been among
+	// the victims. This has to happen within deferAcceptSeconds, after
+	// which the kernel hands the silent probe over anyway; it takes a small
+	// fraction of that.
+	const extra = 16
+	churn := make([]net.Conn, len(first)-1+extra)
+	for i := range churn {
+		churn[i] = stall()
+		defer churn[i].Close()
 	}
-	assertClosedByServer(t, first[churn], "the churn's last eviction")
+	assertClosedByServer(t, churn[extra-1], "the churn's last eviction")
 
 	_, err = io.WriteString(probe, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
 	require.NoError(t, err)
@@ -1237,4 +1246,45 @@ func TestSlowProbeSurvivesChurn(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n"), "%q", got)
 	assert.True(t, strings.HasSuffix(string(got), "\r\n\r\nok\n"), "%q", got)
+}
+
+// TestUndrainedBodiesCannotCostAProbe fills every slot with requests that
+// are answered at once but whose declared bodies never come: net/http
+// would hold each one for its read timeout, draining the body after the
+// answer. Answered connections are evicted first, so probes still pass.
+func TestUndrainedBodiesCannotCostAProbe(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	addr, stop := startServing(t, s)
+	defer stop()
+
+	var drainers []net.Conn
+	for i := 0; i < maxConns; i++ {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, "POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+		require.NoError(t, err)
+		drainers = append(drainers, c)
+	}
+	// Every drainer is answered (405) before its body would be read.
+	for i, c := range drainers {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "drainer %d", i)
+		_ = resp.Body.Close()
+		require.Equal(t, 405, resp.StatusCode, "drainer %d", i)
+	}
+	// The kubelet's default timeout, 1 s, is half the read timeout for
+	// which each drainer would hold its slot if answered connections were
+	// not evicted first: a probe that had to wait for a slot fails here.
+	for i := 0; i < 20; i++ {
+		status, body, err := kubeletProbeWithin(addr, "/readyz", time.Second)
+		require.NoError(t, err, "probe %d", i)
+		assert.Equal(t, 200, status, "probe %d", i)
+		assert.Equal(t, "ok\n", body, "probe %d", i)
+	}
+	assertClosedByServer(t, drainers[0], "the oldest answered connection was evicted")
 }
