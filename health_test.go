@@ -1243,7 +1243,7 @@ func TestSlowProbeSurvivesChurn(t *testing.T) {
 	require.NoError(t, err)
 	_ = probe.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got, err := io.ReadAll(probe)
-	require.NoError(t, err)
+	require.NoError(t, err, "%q", got)
 	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n"), "%q", got)
 	assert.True(t, strings.HasSuffix(string(got), "\r\n\r\nok\n"), "%q", got)
 }

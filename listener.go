@@ -126,9 +126,11 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	for !l.closing {
 		if l.held-l.evicted > maxConns-closingReserve {
 			if victim := l.victim(c); victim != nil {
-				l.evict(victim)
-				l.lastEviction = time.Now()
+				// Pressure first: once a client can see the
+				// eviction, the kernel is already deferring.
 				l.setPressure(true)
+				l.lastEviction = time.Now()
+				l.evict(victim)
 				continue
 			}
 		}
