@@ -1288,3 +1288,36 @@ func TestUndrainedBodiesCannotCostAProbe(t *testing.T) {
 	}
 	assertClosedByServer(t, drainers[0], "the oldest answered connection was evicted")
 }
+
+// TestHostileRequestsLogNothing sends malformed and hostile requests over
+// TCP: each gets net/http's own 4xx or one of the constant answers, and
+// none of them writes a line to the agent's log.
+func TestHostileRequestsLogNothing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, logs := newTestServer(t)
+	addr, stop := startServing(t, s)
+	defer stop()
+	before := logs.String()
+
+	tests := []struct{ raw, status string }{
+		{"GET /readyz?a=1;b=2 HTTP/1.1\r\nHost: x\r\n\r\n", "503"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "501"},
+		{"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n", "505"},
+		{"GET /healthz HTTP/1.1\r\n\r\n", "400"},
+		{"GET\r\n\r\n", "400"},
+		{"\x00\x01\x02\r\n\r\n", "400"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", "400"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n", "400"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", 16<<10) + "\r\n\r\n", "431"},
+		{"POST /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", "405"},
+		{"GET http://evil.example/readyz HTTP/1.1\r\nHost: evil.example\r\n\r\n", "503"},
+		{"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n", "404"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", "200"},
+		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "404"},
+	}
+	for _, tc := range tests {
+		got := exchange(t, addr, tc.raw)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 "+tc.status+" "), "%q: got %q", tc.raw, got)
+	}
+	assert.Equal(t, before, logs.String(), "nothing is logged per request")
+}

@@ -168,7 +168,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx = contextOrBackground(ctx)
 	limiter := newConnLimiter(ln, s.logger)
 	srv := &http.Server{
-		Handler:           s.Handler(),
+		// AllowQuerySemicolons, because the net/http of some Go releases
+		// this module supports logs every request whose query holds a
+		// semicolon: any client could write to the agent's log at will.
+		// The query is ignored anyway.
+		Handler:           http.AllowQuerySemicolons(s.Handler()),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
