@@ -485,13 +485,21 @@ func TestReadinessChangesAreLoggedOnce(t *testing.T) {
 	assert.Equal(t, want, got, "one line per change, none per probe")
 }
 
+// newPolledServer is a server with every latch set and a 1 ms check
+// period, so that a test sees many polls.
+func newPolledServer(t *testing.T) (*Server, *logBuffer) {
+	t.Helper()
+	s, logs := newTestServer(t)
+	s.checkPeriod = time.Millisecond
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	return s, logs
+}
+
 func TestDataPlaneCheck(t *testing.T) {
 	t.Run("runs at once, fails, recovers, logs each change once", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
-		s, logs := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		s, logs := newPolledServer(t)
 		var mu sync.Mutex
 		failing := true
 		check, calls := countingCheck(func() error {
@@ -541,10 +549,7 @@ func TestDataPlaneCheck(t *testing.T) {
 
 	t.Run("a panic is a failed check and the poller goes on", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
-		s, logs := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		s, logs := newPolledServer(t)
 		check, calls := countingCheck(func() error { panic("PLANTED-panic-value") })
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -560,10 +565,7 @@ func TestDataPlaneCheck(t *testing.T) {
 
 	t.Run("a second call replaces the first", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
-		s, _ := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		s, _ := newPolledServer(t)
 		release := make(chan struct{})
 		firstStarted := make(chan struct{})
 		var once sync.Once
@@ -587,10 +589,7 @@ func TestDataPlaneCheck(t *testing.T) {
 
 	t.Run("the earlier verdict stands until the new check's first result", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
-		s, _ := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		s, _ := newPolledServer(t)
 		check, calls := countingCheck(failingCheck(errPlantedCheck))
 		s.SetDataPlaneCheck(context.Background(), check)
 		waitCalls(t, calls, 2)
@@ -609,10 +608,7 @@ func TestDataPlaneCheck(t *testing.T) {
 
 	t.Run("nil fn stops the poller and drops the verdict", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
-		s, _ := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		s, _ := newPolledServer(t)
 		check, calls := countingCheck(failingCheck(errPlantedCheck))
 		s.SetDataPlaneCheck(context.Background(), check)
 		waitCalls(t, calls, 2)
@@ -624,10 +620,7 @@ func TestDataPlaneCheck(t *testing.T) {
 
 	t.Run("a hung check is a stall until it returns", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
-		s, logs := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		s, logs := newPolledServer(t)
 		release := make(chan struct{})
 		var hang sync.Once
 		check, calls := countingCheck(func() error {
@@ -650,10 +643,7 @@ func TestDataPlaneCheck(t *testing.T) {
 
 	t.Run("a stall behind a failure reports the failure", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
-		s, _ := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		s, _ := newPolledServer(t)
 		release := make(chan struct{})
 		n := 0
 		s.SetDataPlaneCheck(context.Background(), func() error {
@@ -675,10 +665,7 @@ func TestDataPlaneCheck(t *testing.T) {
 
 	t.Run("stops on ctx even while fn is blocked", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
-		s, _ := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		s, _ := newPolledServer(t)
 		release := make(chan struct{})
 		check, calls := countingCheck(func() error {
 			<-release
@@ -1102,27 +1089,40 @@ func TestOversizedHeaderNeverOK(t *testing.T) {
 	}
 }
 
+// serveReady serves a Server with every latch set and returns its address;
+// the test's cleanup stops it.
+func serveReady(t *testing.T) string {
+	t.Helper()
+	s, _ := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	addr, _ := startServing(t, s)
+	return addr
+}
+
+// dialStalled opens a connection that sends part of a request and stops.
+func dialStalled(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
+	require.NoError(t, err)
+	return c
+}
+
 // TestStalledConnectionsCannotCostAProbe fills every connection slot with
 // stalled half-sent requests, holds more than that open, and then probes:
 // every probe must be answered, and the connections closed to make room
 // must be the stalled ones, oldest first.
 func TestStalledConnectionsCannotCostAProbe(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	s, _ := newTestServer(t)
-	s.SetRegistered()
-	s.SetDataPlaneReady()
-	addr, stop := startServing(t, s)
-	defer stop()
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	addr := serveReady(t)
 
 	const extra, probes = 40, 40
 	stalled := make([]net.Conn, maxConns-closingReserve+extra)
 	for i := range stalled {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		defer c.Close()
-		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
-		require.NoError(t, err)
-		stalled[i] = c
+		stalled[i] = dialStalled(t, addr)
 	}
 	for i := 0; i < probes; i++ {
 		path := []string{"/healthz", "/readyz"}[i%2]
@@ -1198,26 +1198,14 @@ func TestSlowProbeSurvivesChurn(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("deferred accept is Linux's TCP_DEFER_ACCEPT")
 	}
-	defer goleak.VerifyNone(t)
-	s, _ := newTestServer(t)
-	s.SetRegistered()
-	s.SetDataPlaneReady()
-	addr, stop := startServing(t, s)
-	defer stop()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	addr := serveReady(t)
 
-	stall := func() net.Conn {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
-		require.NoError(t, err)
-		return c
-	}
 	// One past the eviction threshold: the oldest is evicted, and the
 	// limiter is under pressure.
 	first := make([]net.Conn, maxConns-closingReserve+1)
 	for i := range first {
-		first[i] = stall()
-		defer first[i].Close()
+		first[i] = dialStalled(t, addr)
 	}
 	assertClosedByServer(t, first[0], "the first eviction")
 
@@ -1234,8 +1222,7 @@ func TestSlowProbeSurvivesChurn(t *testing.T) {
 	const extra = 16
 	churn := make([]net.Conn, len(first)-1+extra)
 	for i := range churn {
-		churn[i] = stall()
-		defer churn[i].Close()
+		churn[i] = dialStalled(t, addr)
 	}
 	assertClosedByServer(t, churn[extra-1], "the churn's last eviction")
 
@@ -1253,12 +1240,8 @@ func TestSlowProbeSurvivesChurn(t *testing.T) {
 // would hold each one for its read timeout, draining the body after the
 // answer. Answered connections are evicted first, so probes still pass.
 func TestUndrainedBodiesCannotCostAProbe(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	s, _ := newTestServer(t)
-	s.SetRegistered()
-	s.SetDataPlaneReady()
-	addr, stop := startServing(t, s)
-	defer stop()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	addr := serveReady(t)
 
 	var drainers []net.Conn
 	for i := 0; i < maxConns; i++ {
