@@ -36,10 +36,11 @@ type poller struct {
 }
 
 // SetDataPlaneCheck runs fn at once in a background goroutine, then every
-// period until ctx is done, and feeds each result into readiness; a probe
-// only reads the last verdict, so fn never runs in the request path. A check
-// that overruns the period is followed at once by the next, never
-// overlapped.
+// 5 s until ctx is done, and feeds each result into readiness; a probe only
+// reads the last verdict, so fn never runs in the request path, however
+// many probes arrive. A check that overruns the period is followed at once
+// by the next, never overlapped; one that has not returned after three
+// periods makes readiness report a stall until it does.
 //
 // A second call replaces the first: the earlier poller stops and its
 // results, even one still in flight, are discarded. The earlier verdict
