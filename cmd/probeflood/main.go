@@ -27,7 +27,14 @@ var verbose = flag.Bool("v", false, "print why each failed probe failed, to stan
 
 func main() {
 	role := flag.String("role", "", "internal: server or attack, the children this command starts, with their own flags after --")
-	loads := flag.String("load", "1,2,3,4,5", "comma-separated loads to run (see -help)")
+	loads := flag.String("load", "1,2,3,4,5", "comma-separated loads to run (see -help); custom is the one the next flags describe")
+	var custom load
+	flag.IntVar(&custom.slowloris, "slowloris", 1000, "custom load: slowloris connections")
+	flag.IntVar(&custom.idle, "idle", 1000, "custom load: idle connections")
+	flag.IntVar(&custom.churn, "churn", 0, "custom load: connect-and-close goroutines (-1: one per core)")
+	flag.IntVar(&custom.serverNofile, "server-nofile", 0, "custom load: the server's file-descriptor limit (0: leave it)")
+	flag.DurationVar(&custom.probeDelay, "probe-delay", 0, "custom load: how long a probe waits after its handshake to send its request")
+	flag.Float64Var(&custom.bar, "bar", 0, "custom load: the share of probes that must succeed, such as 0.999 (0: report only)")
 	duration := flag.Duration("duration", 20*time.Second, "how long the prober probes under each load")
 	addr := flag.String("addr", "", "probe and attack this loopback address instead of starting a server (server figures are then not reported)")
 	flag.Usage = usage
@@ -40,7 +47,7 @@ func main() {
 	case "attack":
 		err = runAttack(flag.Args())
 	case "":
-		err = runLoads(*loads, *duration, *addr)
+		err = runLoads(*loads, custom, *duration, *addr)
 	default:
 		err = fmt.Errorf("unknown -role %q", *role)
 	}
@@ -51,17 +58,18 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintf(flag.CommandLine.Output(), "usage: probeflood [-load 1,2,3,4,5] [-duration 20s] [-addr 127.0.0.1:PORT]\n\nloads:\n")
+	fmt.Fprintf(flag.CommandLine.Output(), "usage: probeflood [-load 1,2,3,4,5,custom] [-duration 20s] [-addr 127.0.0.1:PORT] [custom load flags]\n\nloads:\n")
 	for _, l := range allLoads {
-		fmt.Fprintf(flag.CommandLine.Output(), "  %d  %s\n", l.id, l.name)
+		fmt.Fprintf(flag.CommandLine.Output(), "  %d       %s\n", l.id, l.name)
 	}
+	fmt.Fprintf(flag.CommandLine.Output(), "  custom  -slowloris, -idle, -churn, -server-nofile, -probe-delay and -bar\n")
 	fmt.Fprintln(flag.CommandLine.Output())
 	flag.PrintDefaults()
 }
 
 // load is one row of the table.
 type load struct {
-	id           int
+	id           int // 0 for the custom load
 	name         string
 	slowloris    int
 	idle         int
@@ -79,9 +87,17 @@ var allLoads = []load{
 	{id: 5, name: "5,000 slowloris + 5,000 idle, server fd limit 1024", slowloris: 5000, idle: 5000, serverNofile: 1024},
 }
 
-func selectLoads(spec string) ([]load, error) {
+// selectLoads returns the loads named in spec, custom standing for the one
+// the command line describes.
+func selectLoads(spec string, custom load) ([]load, error) {
 	var out []load
 	for _, f := range strings.Split(spec, ",") {
+		if strings.TrimSpace(f) == "custom" {
+			custom.name = fmt.Sprintf("custom: %d slowloris + %d idle + %d churn, server fd limit %d, probe delay %v",
+				custom.slowloris, custom.idle, custom.churn, custom.serverNofile, custom.probeDelay)
+			out = append(out, custom)
+			continue
+		}
 		found := false
 		for _, l := range allLoads {
 			if fmt.Sprint(l.id) == strings.TrimSpace(f) {
@@ -90,7 +106,7 @@ func selectLoads(spec string) ([]load, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("-load: no load %q (have 1 to %d)", f, len(allLoads))
+			return nil, fmt.Errorf("-load: no load %q (have 1 to %d, and custom)", f, len(allLoads))
 		}
 	}
 	return out, nil

@@ -19,13 +19,16 @@ func TestRequireLoopback(t *testing.T) {
 }
 
 func TestSelectLoads(t *testing.T) {
-	loads, err := selectLoads("4, 1")
+	custom := load{slowloris: 10, idle: 20, churn: -1, serverNofile: 512, probeDelay: 5 * time.Millisecond}
+	loads, err := selectLoads("4, 1,custom", custom)
 	require.NoError(t, err)
-	require.Len(t, loads, 2)
+	require.Len(t, loads, 3)
 	assert.Equal(t, 4, loads[0].id)
 	assert.Equal(t, 1, loads[1].id)
-	_, err = selectLoads("6")
-	assert.EqualError(t, err, `-load: no load "6" (have 1 to 5)`)
+	assert.Equal(t, "custom: 10 slowloris + 20 idle + -1 churn, server fd limit 512, probe delay 5ms", loads[2].name)
+	assert.Equal(t, 20, loads[2].idle)
+	_, err = selectLoads("6", custom)
+	assert.EqualError(t, err, `-load: no load "6" (have 1 to 5, and custom)`)
 }
 
 func TestSummary(t *testing.T) {

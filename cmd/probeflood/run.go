@@ -14,8 +14,8 @@ import (
 // every probe meets the full load.
 const warmup = 3 * time.Second
 
-func runLoads(spec string, d time.Duration, addr string) error {
-	loads, err := selectLoads(spec)
+func runLoads(spec string, custom load, d time.Duration, addr string) error {
+	loads, err := selectLoads(spec, custom)
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func runLoads(spec string, d time.Duration, addr string) error {
 	for _, l := range loads {
 		row, passed, err := runLoad(l, d, addr)
 		if err != nil {
-			return fmt.Errorf("load %d: %w", l.id, err)
+			return fmt.Errorf("load %q: %w", l.name, err)
 		}
 		fmt.Println(row)
 		failed = failed || !passed
@@ -168,7 +168,11 @@ func runLoad(l load, d time.Duration, addr string) (row string, passed bool, err
 		}
 		bar = fmt.Sprintf("≥ %.1f%%: %s", 100*l.bar, verdict)
 	}
-	row = fmt.Sprintf("| %d. %s | %s | %s | %s | %s | %.0f | %d | %d / %d, %d | %s | %s |", l.id, l.name, cells[0], cells[1],
+	name := l.name
+	if l.id > 0 {
+		name = fmt.Sprintf("%d. %s", l.id, l.name)
+	}
+	row = fmt.Sprintf("| %s | %s | %s | %s | %s | %.0f | %d | %d / %d, %d | %s | %s |", name, cells[0], cells[1],
 		roundMs(p50), roundMs(p99), float64(dials)/seconds, dialErrors,
 		kernel.listenOverflows, kernel.synQueueCookies, kernel.synQueueDrops, serverFigures, bar)
 	return row, passed, nil
