@@ -21,6 +21,12 @@
 // A probe takes no lock, writes no log line and allocates nothing: every
 // answer is computed when a latch or the poller changes it, and a probe only
 // loads it.
+//
+// Anything that can reach the port can use it, so [Server.Serve] bounds
+// what a connection can hold (time, header bytes, one request) and how many
+// connections it holds, evicting those without a complete request rather
+// than refusing newcomers: no number of stalled or silent local clients
+// may cost the kubelet its probe, nor grow the agent's memory.
 package health
 
 import "errors"
