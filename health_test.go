@@ -1041,19 +1041,15 @@ func exchange(t *testing.T, addr, raw string) string {
 }
 
 func TestStalledConnectionIsClosed(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	s, _ := newTestServer(t)
-	addr, stop := startServing(t, s)
-	defer stop()
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	addr := serveReady(t)
 	got := exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
 	assert.NotContains(t, got, "200 OK")
 }
 
 func TestOneRequestPerConnection(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	s, _ := newTestServer(t)
-	addr, stop := startServing(t, s)
-	defer stop()
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	addr := serveReady(t)
 	got := exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 	assert.Equal(t, 1, strings.Count(got, "HTTP/1.1 "), "one answer, then close:\n%s", got)
 	assert.Contains(t, got, "\r\nConnection: close\r\n")
@@ -1061,10 +1057,8 @@ func TestOneRequestPerConnection(t *testing.T) {
 }
 
 func TestOversizedHeaderNeverOK(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	s, _ := newTestServer(t)
-	addr, stop := startServing(t, s)
-	defer stop()
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	addr := serveReady(t)
 	for _, size := range []int{9 << 10, 64 << 10, 1 << 20} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			c, err := net.Dial("tcp", addr)
