@@ -1101,17 +1101,17 @@ func dialStalled(t *testing.T, addr string) net.Conn {
 }
 
 // TestStalledConnectionsCannotCostAProbe fills every connection slot with
-// stalled half-sent requests, holds more than that open, and then probes:
-// every probe must be answered, and the connections closed to make room
-// must be the stalled ones, oldest first.
+// stalled half-sent requests, holds more than that open, and then probes
+// over TCP: every probe must be answered. Which connections are evicted is
+// TestLimiterEvictionOrder's subject: here the header timeout would close
+// the stalled ones too, so their closing proves nothing about the order.
 func TestStalledConnectionsCannotCostAProbe(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	addr := serveReady(t)
 
 	const extra, probes = 40, 40
-	stalled := make([]net.Conn, maxConns-closingReserve+extra)
-	for i := range stalled {
-		stalled[i] = dialStalled(t, addr)
+	for i := 0; i < maxConns-closingReserve+extra; i++ {
+		dialStalled(t, addr)
 	}
 	for i := 0; i < probes; i++ {
 		path := []string{"/healthz", "/readyz"}[i%2]
@@ -1120,11 +1120,87 @@ func TestStalledConnectionsCannotCostAProbe(t *testing.T) {
 		assert.Equal(t, 200, status, "probe %d", i)
 		assert.Equal(t, "ok\n", body, "probe %d", i)
 	}
-	// Each newcomer past the eviction threshold closed the oldest stalled
-	// connection.
-	for i, c := range stalled[:extra+probes] {
-		assertClosedByServer(t, c, "stalled connection %d", i)
+}
+
+// TestLimiterEvictionOrder drives the limiter without net/http, so that no
+// timeout closes anything and every close is the limiter's: stalled
+// connections are evicted oldest first, an answered one before any of
+// them, a complete request and the newcomer never; the bound holds; and
+// the onset of pressure is logged once.
+func TestLimiterEvictionOrder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	logs := &logBuffer{}
+	l := newConnLimiter(ln, slog.New(slog.NewTextHandler(logs, nil)))
+	defer l.Close()
+
+	state := func(c *limitedConn) connState {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return c.state
 	}
+	var held []*limitedConn
+	// accept takes the next connection, then ends the goroutines of those
+	// the limiter evicted, as net/http's would.
+	accept := func(request string) *limitedConn {
+		t.Helper()
+		client, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.Close() })
+		_, err = io.WriteString(client, request)
+		require.NoError(t, err)
+		nc, err := l.Accept()
+		require.NoError(t, err)
+		c := nc.(*limitedConn)
+		kept := held[:0]
+		for _, h := range append(held, c) {
+			if state(h) == connEvicted {
+				l.connState(h, http.StateClosed)
+			} else {
+				kept = append(kept, h)
+			}
+		}
+		held = kept
+		return c
+	}
+	const stalledRequest = "GET /readyz HTTP/1.1\r\nHost: x\r\n"
+	const fullRequest = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+	threshold := maxConns - closingReserve
+	var stalled []*limitedConn
+	for i := 0; i < threshold; i++ {
+		stalled = append(stalled, accept(stalledRequest))
+	}
+	require.Equal(t, 0, logs.count("connection slots full"))
+
+	// Past the threshold, each newcomer evicts the oldest stalled one.
+	for i := 0; i < 10; i++ {
+		newcomer := accept(stalledRequest)
+		assert.Equal(t, connReleased, state(stalled[i]), "stalled %d evicted", i)
+		assert.Equal(t, connWaiting, state(stalled[i+1]), "stalled %d kept", i+1)
+		assert.Equal(t, connWaiting, state(newcomer), "never the newcomer")
+	}
+	assert.Equal(t, 1, logs.count(`msg="health: connection slots full; closing the oldest connections that have not sent a request" slots=256`))
+
+	// Under pressure a complete request is seen at accept and protected,
+	// even once it is the oldest of all.
+	complete := accept(fullRequest)
+	assert.Equal(t, connComplete, state(complete))
+	// An answered connection goes before the oldest stalled one.
+	_, err = stalled[20].Write([]byte("HTTP/1.1 200 OK\r\n\r\n"))
+	require.NoError(t, err)
+	accept(stalledRequest)
+	assert.Equal(t, connReleased, state(stalled[20]), "the answered one is evicted first")
+	assert.Equal(t, connWaiting, state(stalled[11]), "the oldest stalled one is kept this time")
+	for i := 0; i < threshold; i++ {
+		accept(stalledRequest)
+	}
+	assert.Equal(t, connComplete, state(complete), "a complete request is never evicted")
+	l.mu.Lock()
+	assert.LessOrEqual(t, l.held, maxConns)
+	assert.Equal(t, threshold, l.held-l.evicted)
+	l.mu.Unlock()
+	assert.Equal(t, 1, logs.count("connection slots full"), "logged once, not per eviction")
 }
 
 func TestREADMEProbeSnippet(t *testing.T) {
