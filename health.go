@@ -77,7 +77,7 @@ const (
 
 // reasons maps each reason to its sentinel; the /readyz body of a failing
 // reason is "not ready: " + the sentinel's text + "\n", built once in
-// readyBodies.
+// readinessResponses.
 var reasons = [...]error{
 	reasonRegistrationPending: ErrRegistrationPending,
 	reasonDataPlanePending:    ErrDataPlanePending,

@@ -1134,7 +1134,7 @@ func TestLimiterEvictionOrder(t *testing.T) {
 	l := newConnLimiter(ln, slog.New(slog.NewTextHandler(logs, nil)))
 	defer l.Close()
 
-	state := func(c *limitedConn) connState {
+	state := func(c *limitedConn) slotState {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return c.state

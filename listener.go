@@ -29,15 +29,15 @@ const closingReserve = 32
 // would be unprotected when the next flood arrives.
 const pressureCooldown = 10 * time.Second
 
-// connState is where a held connection stands, which decides whether it may
+// slotState is where a held connection stands, which decides whether it may
 // be closed to make room.
-type connState uint8
+type slotState uint8
 
 const (
 	// connWaiting: no complete request header yet. Evictable, oldest
 	// first: a probe sends its whole request at once, so a connection that
 	// has waited longest without one is the one most likely stalling.
-	connWaiting connState = iota
+	connWaiting slotState = iota
 	// connComplete: a whole request header has arrived and is being
 	// answered, which takes microseconds. Never evicted.
 	connComplete
@@ -293,7 +293,7 @@ type limitedConn struct {
 	limiter *connLimiter
 
 	// Guarded by limiter.mu.
-	state      connState
+	state      slotState
 	prev, next *limitedConn
 
 	// Used by the goroutine reading the connection only (net/http's reads

@@ -1,13 +1,8 @@
 package health
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 )
 
 // DeliveryMode is how the agent currently receives its events. It has the
@@ -32,55 +27,11 @@ func (m DeliveryMode) ready() bool {
 	return m == DeliveryModeStreaming || m == DeliveryModePullOnly
 }
 
-// Server holds the readiness latches and serves the probes. Create it with
-// NewServer; all its methods are safe for concurrent use.
-type Server struct {
-	cfg    Config
-	logger *slog.Logger
-
-	// answer is the verdict a probe reads. It is replaced, under mu, only
-	// when a latch or the poller changes it, so a probe is one atomic load:
-	// no lock, no allocation, whatever the rate of probes.
-	answer atomic.Pointer[verdict]
-
-	// checkPeriod is dataPlaneCheckPeriod; tests inside the package shorten
-	// it before the first SetDataPlaneCheck.
-	checkPeriod time.Duration
-
-	mu              sync.Mutex
-	registered      bool
-	dataPlaneReady  bool
-	deliveryStopped bool
-	mode            DeliveryMode
-	stopped         []string // subsystems stopped, each name once, in order
-	check           checkVerdict
-	poller          *poller // the current data-plane poller; nil when none was set
-}
-
 // verdict is an answer of /readyz and the detailed error Ready returns for
 // it. A verdict is never modified once stored.
 type verdict struct {
 	reason reason
 	err    error
-}
-
-// NewServer returns a Server for cfg, with cfg's defaults applied. A nil
-// logger means slog.Default(). The new Server is not ready: registration is
-// pending, and the delivery mode is streaming, because the agent's
-// reconnect engine starts streaming and reports only transitions.
-func NewServer(cfg Config, logger *slog.Logger) *Server {
-	cfg.ApplyDefaults()
-	if logger == nil {
-		logger = slog.Default()
-	}
-	s := &Server{
-		cfg:         cfg,
-		logger:      logger,
-		checkPeriod: dataPlaneCheckPeriod,
-		mode:        DeliveryModeStreaming,
-	}
-	s.answer.Store(&verdict{reason: reasonRegistrationPending, err: ErrRegistrationPending})
-	return s
 }
 
 // Ready returns nil when /readyz would answer 200, and otherwise an error
@@ -185,13 +136,4 @@ func sameError(a, b error) bool {
 		return a == b
 	}
 	return a.Error() == b.Error()
-}
-
-// contextOrBackground lets a nil context mean "no deadline" rather than a
-// panic deep in the context package.
-func contextOrBackground(ctx context.Context) context.Context {
-	if ctx == nil {
-		return context.Background()
-	}
-	return ctx
 }

@@ -8,9 +8,55 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
+
+// Server holds the readiness latches and serves the probes. Create it with
+// NewServer; all its methods are safe for concurrent use.
+type Server struct {
+	cfg    Config
+	logger *slog.Logger
+
+	// answer is the verdict a probe reads. It is replaced, under mu, only
+	// when a latch or the poller changes it, so a probe is one atomic load:
+	// no lock, no allocation, whatever the rate of probes.
+	answer atomic.Pointer[verdict]
+
+	// checkPeriod is dataPlaneCheckPeriod; tests inside the package shorten
+	// it before the first SetDataPlaneCheck.
+	checkPeriod time.Duration
+
+	mu              sync.Mutex
+	registered      bool
+	dataPlaneReady  bool
+	deliveryStopped bool
+	mode            DeliveryMode
+	stopped         []string // subsystems stopped, each name once, in order
+	check           checkVerdict
+	poller          *poller // the current data-plane poller; nil when none was set
+}
+
+// NewServer returns a Server for cfg, with cfg's defaults applied. A nil
+// logger means slog.Default(). The new Server is not ready: registration is
+// pending, and the delivery mode is streaming, because the agent's
+// reconnect engine starts streaming and reports only transitions.
+func NewServer(cfg Config, logger *slog.Logger) *Server {
+	cfg.ApplyDefaults()
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{
+		cfg:         cfg,
+		logger:      logger,
+		checkPeriod: dataPlaneCheckPeriod,
+		mode:        DeliveryModeStreaming,
+	}
+	s.answer.Store(&verdict{reason: reasonRegistrationPending, err: ErrRegistrationPending})
+	return s
+}
 
 // The listener's bounds. Anything that can reach the port can use it, so
 // every resource a connection can hold is bounded; each bound is far above
@@ -117,10 +163,11 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Listen binds cfg.Listen over TCP, so that the agent can fail fast on an
-// address in use before it registers. It returns (nil, nil) when the config
-// is disabled. A bind to anything but loopback is logged once as a warning,
-// because the endpoints are unauthenticated.
+// Listen binds the configured address (Config.Listen) over TCP, so that
+// the agent can fail fast on an address in use before it registers. It
+// returns (nil, nil) when the config is disabled. A bind to anything but
+// loopback is logged once as a warning, because the endpoints are
+// unauthenticated.
 func (s *Server) Listen() (net.Listener, error) {
 	if !s.cfg.IsEnabled() {
 		return nil, nil
@@ -145,19 +192,22 @@ func (s *Server) Listen() (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves Handler on ln until ctx is done, then shuts down within
-// shutdownBound, closing whatever connections are still open, and returns
-// nil once every goroutine it started has ended. It returns an error when ln
-// fails on its own. Serve takes ownership of ln and closes it.
+// Serve serves Handler on ln until ctx is done, then shuts down within 5 s,
+// closing whatever connections are still open, and returns nil once every
+// goroutine it started has ended. It returns an error when ln fails on its
+// own. Serve takes ownership of ln and closes it.
 //
 // A nil ln is nil at once when the config is disabled (Listen returned nil)
 // and an error when it is enabled. A non-nil ln is served even when the
 // config is disabled: the caller made it on purpose, and a listener nobody
 // serves would fail every probe.
 //
-// The connections held at once are bounded (see connLimiter) in a way that
-// never costs a well-behaved probe its answer. On Linux, the limiter's
-// defences against silent clients need ln to be a socket, as Listen's is.
+// The connections held at once are bounded, to at most 256, in a way that
+// never costs a well-behaved probe its answer: to make room, Serve closes a
+// connection it has already answered, or else the one that has waited
+// longest without sending a complete request, never the newcomer. On Linux,
+// Serve's defences against silent clients need ln to be a socket, as
+// Listen's is.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
@@ -207,4 +257,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-served
 	limiter.wait()
 	return nil
+}
+
+// contextOrBackground lets a nil context mean "no deadline" rather than a
+// panic deep in the context package.
+func contextOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }
