@@ -1,0 +1,258 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// newPolledServer is a server with every latch set and a 1 ms check
+// period, so that a test sees many polls.
+func newPolledServer(t *testing.T) (*Server, *logBuffer) {
+	t.Helper()
+	s, logs := newTestServer(t)
+	s.checkPeriod = time.Millisecond
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	return s, logs
+}
+
+// countingCheck wraps fn and reports the number of each call on calls. The
+// poller records a result before it starts the next check, so the call
+// numbered n+1 proves that n results have fed readiness.
+func countingCheck(fn func() error) (check func() error, calls <-chan int) {
+	ch := make(chan int, 1000)
+	n := 0
+	var mu sync.Mutex
+	return func() error {
+		mu.Lock()
+		n++
+		select {
+		case ch <- n:
+		default:
+		}
+		mu.Unlock()
+		return fn()
+	}, ch
+}
+
+// waitCalls reads from calls until the check has been called n times.
+func waitCalls(t *testing.T, calls <-chan int, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-calls:
+			if got >= n {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the check was not called %d times", n)
+		}
+	}
+}
+
+func TestDataPlaneCheck(t *testing.T) {
+	t.Run("runs at once, fails, recovers, logs each change once", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newPolledServer(t)
+		var mu sync.Mutex
+		failing := true
+		check, calls := countingCheck(func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if failing {
+				return errPlantedCheck
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 5) // four failed results recorded
+		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost)
+		assert.ErrorIs(t, s.Ready(), errPlantedCheck)
+		rec := serve(s.Handler(), http.MethodGet, "/readyz")
+		assert.Equal(t, "not ready: data plane lost\n", rec.Body.String())
+
+		mu.Lock()
+		failing = false
+		mu.Unlock()
+		waitCalls(t, calls, 10) // at least four passing results recorded
+		assert.NoError(t, s.Ready())
+		cancel()
+
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed"`))
+		assert.Equal(t, 1, logs.count("PLANTED-check-error-91bc"))
+		assert.Equal(t, 1, logs.count(`level=INFO msg="health: data-plane check recovered"`))
+		assert.Equal(t, 1, logs.count(`reason="data plane lost"`))
+	})
+
+	t.Run("never runs per probe", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newTestServer(t) // the real period: one call in this test's life
+		check, calls := countingCheck(func() error { return nil })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 1)
+		for i := 0; i < 1000; i++ {
+			serve(s.Handler(), http.MethodGet, "/readyz")
+		}
+		cancel()
+		assert.Empty(t, calls, "probes must not call the check")
+	})
+
+	t.Run("a panic is a failed check and the poller goes on", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newPolledServer(t)
+		check, calls := countingCheck(func() error { panic("PLANTED-panic-value") })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 3)
+		cancel()
+		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost)
+		assert.Contains(t, s.Ready().Error(), "PLANTED-panic-value")
+		assert.Equal(t, "not ready: data plane lost\n", serve(s.Handler(), "GET", "/readyz").Body.String())
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="data-plane check panicked: PLANTED-panic-value" stack=`))
+		assert.Contains(t, logs.String(), "health.TestDataPlaneCheck", "the stack names the panicking function")
+	})
+
+	t.Run("a second call replaces the first", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newPolledServer(t)
+		release := make(chan struct{})
+		firstStarted := make(chan struct{})
+		var once sync.Once
+		first := func() error {
+			once.Do(func() { close(firstStarted) })
+			<-release
+			return errPlantedCheck
+		}
+		ctx := context.Background()
+		s.SetDataPlaneCheck(ctx, first)
+		<-firstStarted
+		second, calls := countingCheck(func() error { return nil })
+		s.SetDataPlaneCheck(ctx, second)
+		waitCalls(t, calls, 2)
+		require.NoError(t, s.Ready())
+		close(release) // the first check returns its error now
+		waitCalls(t, calls, 4)
+		assert.NoError(t, s.Ready(), "the replaced check's result must feed nothing")
+		s.SetDataPlaneCheck(ctx, nil)
+	})
+
+	t.Run("the earlier verdict stands until the new check's first result", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newPolledServer(t)
+		check, calls := countingCheck(failingCheck(errPlantedCheck))
+		s.SetDataPlaneCheck(context.Background(), check)
+		waitCalls(t, calls, 2)
+		release := make(chan struct{})
+		started := make(chan struct{})
+		s.SetDataPlaneCheck(context.Background(), func() error {
+			close(started)
+			<-release
+			return nil
+		})
+		<-started
+		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost, "no readiness on no evidence")
+		close(release)
+		s.SetDataPlaneCheck(context.Background(), nil)
+	})
+
+	t.Run("nil fn stops the poller and drops the verdict", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newPolledServer(t)
+		check, calls := countingCheck(failingCheck(errPlantedCheck))
+		s.SetDataPlaneCheck(context.Background(), check)
+		waitCalls(t, calls, 2)
+		require.ErrorIs(t, s.Ready(), ErrDataPlaneLost)
+		s.SetDataPlaneCheck(context.Background(), nil)
+		assert.NoError(t, s.Ready())
+		assert.Equal(t, 200, serve(s.Handler(), "GET", "/readyz").Code)
+	})
+
+	t.Run("a hung check is a stall until it returns", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newPolledServer(t)
+		release := make(chan struct{})
+		var hang sync.Once
+		check, calls := countingCheck(func() error {
+			hang.Do(func() { <-release })
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, check)
+		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneStalled) }, "stalled")
+		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
+		assert.Len(t, calls, 1, "never two checks at once")
+		close(release)
+		waitCalls(t, calls, 3)
+		assert.NoError(t, s.Ready())
+		cancel()
+		assert.Equal(t, 1, logs.count(`level=ERROR msg="health: data-plane check stalled" after=3ms`))
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check recovered"`))
+	})
+
+	t.Run("a stall behind a failure reports the failure", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newPolledServer(t)
+		release := make(chan struct{})
+		n := 0
+		s.SetDataPlaneCheck(context.Background(), func() error {
+			n++
+			if n == 2 {
+				<-release
+			}
+			return errPlantedCheck
+		})
+		eventually(t, func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.check.stalled
+		}, "stalled")
+		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost, "row 3 comes before row 4")
+		close(release)
+		s.SetDataPlaneCheck(context.Background(), nil)
+	})
+
+	t.Run("stops on ctx even while fn is blocked", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newPolledServer(t)
+		release := make(chan struct{})
+		check, calls := countingCheck(func() error {
+			<-release
+			return errPlantedCheck
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 1)
+		cancel()
+		close(release) // the poller exits as soon as fn returns
+		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneLost) }, "the in-flight result counts")
+		// goleak, deferred, proves the goroutine is gone; the verdict stays.
+	})
+
+	t.Run("a context already done runs nothing; nil ctx is Background", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newTestServer(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.SetDataPlaneCheck(ctx, func() error { panic("must not run") })
+		var nilCtx context.Context
+		check, calls := countingCheck(func() error { return nil })
+		s.SetDataPlaneCheck(nilCtx, check)
+		waitCalls(t, calls, 1)
+		s.SetDataPlaneCheck(nilCtx, nil)
+	})
+}

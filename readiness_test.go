@@ -1,0 +1,230 @@
+package health
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// readinessStates are the rows of the readiness table of SPEC.md, each
+// reached by its setters, with the exact answer it must produce.
+var readinessStates = []struct {
+	name     string
+	set      func(s *Server)
+	status   int
+	body     string
+	sentinel error
+}{
+	{"fresh server", func(s *Server) {}, 503, "not ready: registration pending\n", ErrRegistrationPending},
+	{"data plane not configured", func(s *Server) { s.SetRegistered() }, 503, "not ready: data plane not configured\n", ErrDataPlanePending},
+	{"data plane lost", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		setCheckVerdict(s, checkVerdict{err: errPlantedCheck})
+	}, 503, "not ready: data plane lost\n", ErrDataPlaneLost},
+	{"data plane check stalled", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		setCheckVerdict(s, checkVerdict{stalled: true})
+	}, 503, "not ready: data plane check stalled\n", ErrDataPlaneStalled},
+	{"event delivery stopped", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		s.SetDeliveryStopped()
+	}, 503, "not ready: event delivery stopped\n", ErrDeliveryStopped},
+	{"event delivery degraded", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		s.SetDeliveryMode(DeliveryModeDegradedPolling)
+	}, 503, "not ready: event delivery degraded\n", ErrDeliveryDegraded},
+	{"subsystem stopped", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		s.SetSubsystemStopped(plantedSubsystem)
+	}, 503, "not ready: subsystem stopped\n", ErrSubsystemStopped},
+	{"ready", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+	}, 200, "ok\n", nil},
+}
+
+func TestReadinessTable(t *testing.T) {
+	for _, tc := range readinessStates {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestServer(t)
+			tc.set(s)
+			rec := serve(s.Handler(), http.MethodGet, "/readyz")
+			assert.Equal(t, tc.status, rec.Code)
+			assert.Equal(t, tc.body, rec.Body.String())
+			if tc.sentinel == nil {
+				assert.NoError(t, s.Ready())
+			} else {
+				assert.ErrorIs(t, s.Ready(), tc.sentinel)
+			}
+		})
+	}
+}
+
+func TestLivenessIsOKInEveryState(t *testing.T) {
+	for _, tc := range readinessStates {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestServer(t)
+			tc.set(s)
+			for _, method := range []string{http.MethodGet, http.MethodHead} {
+				rec := serve(s.Handler(), method, "/healthz")
+				assert.Equal(t, 200, rec.Code, method)
+				if method == http.MethodGet {
+					assert.Equal(t, "ok\n", rec.Body.String())
+				}
+			}
+		})
+	}
+}
+
+// TestReadinessPrecedence sets every condition at once and lifts them one
+// by one in table order: each answer must be the first condition still
+// unmet, whatever else holds.
+func TestReadinessPrecedence(t *testing.T) {
+	s, _ := newTestServer(t)
+	s.SetDeliveryStopped()
+	s.SetDeliveryMode(DeliveryModeDegradedPolling)
+	s.SetSubsystemStopped("wg")
+	setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
+
+	steps := []struct {
+		lift     func()
+		body     string
+		sentinel error
+	}{
+		{func() {}, "not ready: registration pending\n", ErrRegistrationPending},
+		{s.SetRegistered, "not ready: data plane not configured\n", ErrDataPlanePending},
+		{s.SetDataPlaneReady, "not ready: data plane lost\n", ErrDataPlaneLost},
+		{func() { setCheckVerdict(s, checkVerdict{stalled: true}) }, "not ready: data plane check stalled\n", ErrDataPlaneStalled},
+		{func() { setCheckVerdict(s, checkVerdict{}) }, "not ready: event delivery stopped\n", ErrDeliveryStopped},
+	}
+	for _, step := range steps {
+		step.lift()
+		rec := serve(s.Handler(), http.MethodGet, "/readyz")
+		assert.Equal(t, 503, rec.Code)
+		assert.Equal(t, step.body, rec.Body.String())
+		assert.ErrorIs(t, s.Ready(), step.sentinel)
+	}
+
+	// Delivery stopped is a latch; a fresh server shows the rest of the
+	// order: degraded before subsystem stopped.
+	s2, _ := newTestServer(t)
+	s2.SetRegistered()
+	s2.SetDataPlaneReady()
+	s2.SetSubsystemStopped("wg")
+	s2.SetDeliveryMode("")
+	assert.Equal(t, "not ready: event delivery degraded\n", serve(s2.Handler(), "GET", "/readyz").Body.String())
+	s2.SetDeliveryMode(DeliveryModeStreaming)
+	assert.Equal(t, "not ready: subsystem stopped\n", serve(s2.Handler(), "GET", "/readyz").Body.String())
+}
+
+func TestLatchesStaySet(t *testing.T) {
+	s, _ := newTestServer(t)
+	for i := 0; i < 3; i++ {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+	}
+	require.NoError(t, s.Ready())
+	s.SetDeliveryStopped()
+	s.SetDeliveryStopped()
+	s.SetDeliveryMode(DeliveryModeStreaming)
+	assert.ErrorIs(t, s.Ready(), ErrDeliveryStopped, "delivery stopped must not be cleared by a mode change")
+}
+
+func TestDeliveryModes(t *testing.T) {
+	// agentMode stands for the agent's own delivery-mode type.
+	type agentMode string
+	tests := []struct {
+		mode  DeliveryMode
+		ready bool
+	}{
+		{DeliveryModeStreaming, true},
+		{DeliveryModePullOnly, true},
+		{DeliveryModeDegradedPolling, false},
+		{"", false},
+		{"Streaming", false},
+		{"streaming ", false},
+		{"reconnecting", false},
+		{DeliveryMode(agentMode("pull_only")), true},
+		{DeliveryMode(agentMode("degraded_polling")), false},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%q", tc.mode), func(t *testing.T) {
+			s, _ := newTestServer(t)
+			s.SetRegistered()
+			s.SetDataPlaneReady()
+			s.SetDeliveryMode(tc.mode)
+			rec := serve(s.Handler(), http.MethodGet, "/readyz")
+			if tc.ready {
+				assert.Equal(t, 200, rec.Code)
+				assert.NoError(t, s.Ready())
+				return
+			}
+			assert.Equal(t, 503, rec.Code)
+			assert.Equal(t, "not ready: event delivery degraded\n", rec.Body.String())
+			assert.ErrorIs(t, s.Ready(), ErrDeliveryDegraded)
+			assert.Contains(t, s.Ready().Error(), strconv.Quote(string(tc.mode)), "Ready names the mode")
+		})
+	}
+
+	s, _ := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	s.SetDeliveryMode(DeliveryModeDegradedPolling)
+	s.SetDeliveryMode(DeliveryModeStreaming)
+	assert.NoError(t, s.Ready(), "the mode is the latest one, not a latch")
+}
+
+func TestReadyCarriesDetail(t *testing.T) {
+	s, _ := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	s.SetSubsystemStopped("wg")
+	s.SetSubsystemStopped("")
+	s.SetSubsystemStopped("wg")
+	s.SetSubsystemStopped("odd\nname\x00")
+	err := s.Ready()
+	assert.ErrorIs(t, err, ErrSubsystemStopped)
+	assert.Equal(t, `subsystem stopped: "wg", "", "odd\nname\x00"`, err.Error())
+
+	setCheckVerdict(s, checkVerdict{err: errPlantedCheck})
+	assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost)
+	assert.ErrorIs(t, s.Ready(), errPlantedCheck, "the check's own error is reachable")
+}
+
+func TestReadinessChangesAreLoggedOnce(t *testing.T) {
+	s, logs := newTestServer(t)
+	s.SetRegistered()
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	s.SetDataPlaneReady()
+	s.SetDeliveryMode(DeliveryModePullOnly) // still ready: no change
+	s.SetDeliveryMode(DeliveryModeDegradedPolling)
+	s.SetDeliveryMode(DeliveryModeDegradedPolling)
+	s.SetSubsystemStopped(`we"ird name`)
+
+	for i := 0; i < 100; i++ {
+		serve(s.Handler(), http.MethodGet, "/readyz")
+		serve(s.Handler(), http.MethodGet, "/healthz")
+	}
+	want := []string{
+		`level=WARN msg="health: readiness changed" ready=false reason="data plane not configured"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=WARN msg="health: readiness changed" ready=false reason="event delivery degraded"`,
+		`level=ERROR msg="health: subsystem stopped" subsystem="we\"ird name"`,
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		got = append(got, line[strings.Index(line, "level="):])
+	}
+	assert.Equal(t, want, got, "one line per change, none per probe")
+}

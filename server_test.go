@@ -1,0 +1,281 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestHandlerResponses(t *testing.T) {
+	s, _ := newTestServer(t) // not ready: registration pending
+	tests := []struct {
+		method, target string
+		status         int
+		body           string
+	}{
+		{"GET", "/healthz", 200, "ok\n"},
+		{"HEAD", "/healthz", 200, ""},
+		{"GET", "/readyz", 503, "not ready: registration pending\n"},
+		{"HEAD", "/readyz", 503, ""},
+		{"GET", "/healthz?verbose=1&exclude=x", 200, "ok\n"},
+		{"GET", "/readyz?verbose", 503, "not ready: registration pending\n"},
+		{"POST", "/healthz", 405, "Method Not Allowed\n"},
+		{"PUT", "/readyz", 405, "Method Not Allowed\n"},
+		{"DELETE", "/readyz", 405, "Method Not Allowed\n"},
+		{"OPTIONS", "/healthz", 405, "Method Not Allowed\n"},
+		{"get", "/healthz", 405, "Method Not Allowed\n"},
+		{"GET", "/", 404, "404 page not found\n"},
+		{"GET", "/healthz/", 404, "404 page not found\n"},
+		{"GET", "//healthz", 404, "404 page not found\n"},
+		{"GET", "/./healthz", 404, "404 page not found\n"},
+		{"GET", "/x/../healthz", 404, "404 page not found\n"},
+		{"GET", "/%68ealthz", 404, "404 page not found\n"},
+		{"GET", "/HEALTHZ", 404, "404 page not found\n"},
+		{"GET", "/readyz/x", 404, "404 page not found\n"},
+		{"POST", "/nothing", 404, "404 page not found\n"},
+		{"HEAD", "/nothing", 404, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.target, func(t *testing.T) {
+			rec := serve(s.Handler(), tc.method, tc.target)
+			assert.Equal(t, tc.status, rec.Code)
+			assert.Equal(t, tc.body, rec.Body.String())
+			h := rec.Result().Header
+			assert.Equal(t, "text/plain; charset=utf-8", h.Get("Content-Type"))
+			assert.Equal(t, "nosniff", h.Get("X-Content-Type-Options"))
+			assert.Equal(t, "no-store", h.Get("Cache-Control"))
+			assert.Empty(t, h.Get("Location"), "never a redirect")
+			if tc.status == 405 {
+				assert.Equal(t, "GET, HEAD", h.Get("Allow"))
+			} else {
+				assert.Empty(t, h.Get("Allow"))
+			}
+			get := serve(s.Handler(), http.MethodGet, tc.target)
+			if tc.status != 405 {
+				assert.Equal(t, strconv.Itoa(get.Body.Len()), h.Get("Content-Length"), "HEAD announces the length GET sends")
+			}
+		})
+	}
+}
+
+func TestServeOverTCP(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := newTestServer(t)
+	addr, stop := startServing(t, s)
+
+	status, body, err := kubeletProbe(addr, "/healthz")
+	require.NoError(t, err)
+	assert.Equal(t, 200, status)
+	assert.Equal(t, "ok\n", body)
+	status, body, err = kubeletProbe(addr, "/readyz")
+	require.NoError(t, err)
+	assert.Equal(t, 503, status)
+	assert.Equal(t, "not ready: registration pending\n", body)
+
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	status, body, err = kubeletProbe(addr, "/readyz")
+	require.NoError(t, err)
+	assert.Equal(t, 200, status, "a setter is visible to the next probe")
+	assert.Equal(t, "ok\n", body)
+
+	assert.NoError(t, stop())
+}
+
+func TestListenAddressInUse(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	s := NewServer(Config{Listen: taken.Addr().String()}, discardLogger())
+	ln, err := s.Listen()
+	require.Error(t, err)
+	assert.Nil(t, ln)
+	assert.ErrorIs(t, err, syscall.EADDRINUSE)
+	assert.Contains(t, err.Error(), taken.Addr().String())
+	assert.Contains(t, err.Error(), "address already in use")
+	assert.Contains(t, err.Error(), "hostNetwork")
+}
+
+func TestListenRejectsBadConfig(t *testing.T) {
+	s := NewServer(Config{Listen: "127.0.0.1:99999"}, discardLogger())
+	_, err := s.Listen()
+	assert.EqualError(t, err, `health: listen "127.0.0.1:99999": port "99999" is not a number from 0 to 65535`)
+}
+
+func TestListenWarnsOffLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		warns  int
+	}{{"127.0.0.1:0", 0}, {"localhost:0", 0}, {":0", 1}} {
+		t.Run(tc.listen, func(t *testing.T) {
+			logs := &logBuffer{}
+			s := NewServer(Config{Listen: tc.listen}, slog.New(slog.NewTextHandler(logs, nil)))
+			ln, err := s.Listen()
+			require.NoError(t, err)
+			_ = ln.Close()
+			assert.Equal(t, tc.warns, logs.count(`level=WARN msg="health: listening on a non-loopback address; the probe endpoints are unauthenticated"`))
+		})
+	}
+}
+
+func TestDisabled(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	off := false
+	s := NewServer(Config{Enabled: &off}, nil)
+	ln, err := s.Listen()
+	assert.NoError(t, err)
+	assert.Nil(t, ln)
+	assert.NoError(t, s.Serve(context.Background(), nil), "disabled: Serve(ctx, nil) returns nil at once")
+
+	on := NewServer(Config{}, nil)
+	assert.EqualError(t, on.Serve(context.Background(), nil),
+		"health: Serve: the listener is nil but the config is enabled; pass the listener Listen returned")
+}
+
+// TestServeShutsDownDespiteStalledClients holds half-sent requests and
+// silent connections open, cancels, and expects Serve to return nil with
+// every connection closed and no goroutine left.
+func TestServeShutsDownDespiteStalledClients(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := newTestServer(t)
+	addr, stop := startServing(t, s)
+	var clients []net.Conn
+	for i := 0; i < 20; i++ {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		if i%2 == 0 {
+			_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
+			require.NoError(t, err)
+		}
+		clients = append(clients, c)
+	}
+	// A probe answered after the stalled clients proves they were accepted.
+	status, _, err := kubeletProbe(addr, "/healthz")
+	require.NoError(t, err)
+	require.Equal(t, 200, status)
+
+	require.NoError(t, stop())
+	for i, c := range clients {
+		if i%2 != 0 {
+			continue // never accepted: the kernel holds it, the listener is gone
+		}
+		assertClosedByServer(t, c, "client %d", i)
+	}
+}
+
+// failingListener fails on its own after its first connection.
+type failingListener struct {
+	net.Listener
+	accepted int
+}
+
+var errListenerBroke = errors.New("listener broke")
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.accepted > 0 {
+		return nil, errListenerBroke
+	}
+	l.accepted++
+	return l.Listener.Accept()
+}
+
+func TestServeReturnsListenerFailure(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := newTestServer(t)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	held, err := net.Dial("tcp", inner.Addr().String())
+	require.NoError(t, err)
+	defer held.Close()
+	_, err = io.WriteString(held, "GET /healthz HTTP/1.1\r\n") // stalled, held open
+	require.NoError(t, err)
+
+	err = s.Serve(context.Background(), &failingListener{Listener: inner})
+	require.ErrorIs(t, err, errListenerBroke)
+	assert.Contains(t, err.Error(), inner.Addr().String())
+	assertClosedByServer(t, held, "the connection it had accepted")
+}
+
+func TestStalledConnectionIsClosed(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	addr := serveReady(t)
+	got := exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+	assert.NotContains(t, got, "200 OK")
+}
+
+func TestOneRequestPerConnection(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	addr := serveReady(t)
+	got := exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	assert.Equal(t, 1, strings.Count(got, "HTTP/1.1 "), "one answer, then close:\n%s", got)
+	assert.Contains(t, got, "\r\nConnection: close\r\n")
+	assert.True(t, strings.HasSuffix(got, "\r\n\r\nok\n"))
+}
+
+func TestOversizedHeaderNeverOK(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	addr := serveReady(t)
+	for _, size := range []int{9 << 10, 64 << 10, 1 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			go func() {
+				// The server may close before all is written; that is the point.
+				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", size)+"\r\n\r\n")
+			}()
+			got, _ := io.ReadAll(c)
+			assert.NotContains(t, string(got), " 200 ")
+			if len(got) > 0 {
+				assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 431 "), "%q", got)
+			}
+		})
+	}
+}
+
+// TestHostileRequestsLogNothing sends malformed and hostile requests over
+// TCP: each gets net/http's own 4xx or one of the constant answers, and
+// none of them writes a line to the agent's log.
+func TestHostileRequestsLogNothing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, logs := newTestServer(t)
+	addr, stop := startServing(t, s)
+	defer stop()
+	before := logs.String()
+
+	tests := []struct{ raw, status string }{
+		{"GET /readyz?a=1;b=2 HTTP/1.1\r\nHost: x\r\n\r\n", "503"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "501"},
+		{"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n", "505"},
+		{"GET /healthz HTTP/1.1\r\n\r\n", "400"},
+		{"GET\r\n\r\n", "400"},
+		{"\x00\x01\x02\r\n\r\n", "400"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", "400"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n", "400"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", 16<<10) + "\r\n\r\n", "431"},
+		{"POST /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", "405"},
+		{"GET http://evil.example/readyz HTTP/1.1\r\nHost: evil.example\r\n\r\n", "503"},
+		{"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n", "404"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", "200"},
+		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "404"},
+	}
+	for _, tc := range tests {
+		got := exchange(t, addr, tc.raw)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 "+tc.status+" "), "%q: got %q", tc.raw, got)
+	}
+	assert.Equal(t, before, logs.String(), "nothing is logged per request")
+}
