@@ -1,5 +1,3 @@
-//go:debug httpmuxgo121=0
-
 package health
 
 import (
@@ -14,10 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
-
-// The go:debug line above gives BenchmarkFloorMux the method patterns of
-// Go 1.22's ServeMux whatever the go line of go.mod, so that the floor is
-// the router a careful user would write today.
 
 // benchWriter is the one minimal, reusable ResponseWriter every in-process
 // benchmark uses, so that what is measured is the handler and nothing else.

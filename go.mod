@@ -1,6 +1,6 @@
 module github.com/meshnode/health
 
-go 1.21
+go 1.26
 
 require (
 	github.com/stretchr/testify v1.12.1
