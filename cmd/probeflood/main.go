@@ -13,12 +13,19 @@
 //
 // Every connection goes to a loopback address, every loop ends by its
 // deadline, and the attackers' connection count is capped.
+//
+// It runs on Linux only: it reads the kernel's TCP counters and the
+// server's peak RSS from /proc, and sets the server's RLIMIT_NOFILE. On
+// other systems it still compiles, so that the module builds everywhere,
+// but it exits at once with a message saying so rather than report figures
+// it could not measure.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -39,6 +46,10 @@ func main() {
 	addr := flag.String("addr", "", "probe and attack this loopback address instead of starting a server (server figures are then not reported)")
 	flag.Usage = usage
 	flag.Parse()
+	if runtime.GOOS != "linux" {
+		fmt.Fprintf(os.Stderr, "probeflood: runs on Linux only (it reads /proc and sets RLIMIT_NOFILE); this is %s\n", runtime.GOOS)
+		os.Exit(1)
+	}
 
 	var err error
 	switch *role {

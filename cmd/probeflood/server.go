@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/meshnode/health"
@@ -28,9 +27,8 @@ func runServer(args []string) error {
 		return err
 	}
 	if *nofile > 0 {
-		lim := syscall.Rlimit{Cur: *nofile, Max: *nofile}
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			return fmt.Errorf("setrlimit nofile %d: %w", *nofile, err)
+		if err := setNofile(*nofile); err != nil {
+			return err
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
