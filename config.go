@@ -7,17 +7,20 @@ import (
 	"strconv"
 )
 
-// Config is the health block of the agent's YAML configuration.
+// Config is the health block of the agent's configuration. It carries json
+// tags as well as yaml ones, so that a JSON config, or YAML read through
+// sigs.k8s.io/yaml (which goes through JSON), uses the same lower-case
+// keys.
 type Config struct {
 	// Enabled is a pointer so that an omitted field (nil) means the
 	// default, true, and only an explicit "enabled: false" turns the
 	// listener off: a kubelet probing a port nobody listens on would
 	// restart the agent.
-	Enabled *bool `yaml:"enabled"`
+	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
 	// Listen is the host:port to bind, DefaultListen when empty. An empty
 	// host binds every interface, which exposes the unauthenticated
 	// endpoints to the network; it is allowed as an explicit opt-in.
-	Listen string `yaml:"listen"`
+	Listen string `yaml:"listen" json:"listen,omitempty"`
 }
 
 // ApplyDefaults fills the zero-valued fields. It leaves Enabled nil, so that

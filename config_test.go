@@ -1,6 +1,7 @@
 package health
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -57,6 +58,40 @@ func TestConfigValidate(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), tc.want), "got %q, want prefix %q", err, tc.want)
 		})
 	}
+}
+
+// TestConfigJSON round-trips Config through encoding/json, as a JSON
+// config or sigs.k8s.io/yaml would: the keys are the lower-case ones, an
+// unset Enabled stays unset, and an explicit false survives.
+func TestConfigJSON(t *testing.T) {
+	no, yes := false, true
+	tests := []struct {
+		name string
+		cfg  Config
+		json string
+	}{
+		{"zero", Config{}, `{}`},
+		{"disabled", Config{Enabled: &no}, `{"enabled":false}`},
+		{"enabled", Config{Enabled: &yes}, `{"enabled":true}`},
+		{"listen", Config{Listen: "[::1]:9101"}, `{"listen":"[::1]:9101"}`},
+		{"both", Config{Enabled: &no, Listen: ":9101"}, `{"enabled":false,"listen":":9101"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.cfg)
+			require.NoError(t, err)
+			assert.Equal(t, tc.json, string(b))
+			var back Config
+			require.NoError(t, json.Unmarshal(b, &back))
+			assert.Equal(t, tc.cfg, back)
+			assert.Equal(t, tc.cfg.IsEnabled(), back.IsEnabled())
+		})
+	}
+
+	var c Config
+	require.NoError(t, json.Unmarshal([]byte(`{"listen":"127.0.0.1:9102"}`), &c))
+	assert.Nil(t, c.Enabled, "an omitted enabled stays nil")
+	assert.Equal(t, "127.0.0.1:9102", c.Listen)
 }
 
 func TestConfigYAML(t *testing.T) {
