@@ -1,6 +1,7 @@
 package health
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -48,15 +49,39 @@ func (c *Config) Validate() error {
 	}
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return fmt.Errorf("health: listen %q is not host:port: %w", c.Listen, err)
+		// Only the reason, not net's error: its text repeats the address
+		// unquoted, which would carry any control byte into the log.
+		why := err.Error()
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			why = ae.Err
+		}
+		return fmt.Errorf("health: listen %q is not host:port: %s", c.Listen, why)
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("health: listen %q: port %q is not a number from 0 to 65535", c.Listen, port)
+	}
+	if !isPrintableASCII(host) {
+		return fmt.Errorf("health: listen %q: host %q holds a space or a byte outside printable ASCII", c.Listen, host)
 	}
 	if host != "" && !isIPLiteral(host) && !isHostName(host) {
 		return fmt.Errorf("health: listen %q: host %q is neither an IP address nor a host name", c.Listen, host)
 	}
 	return nil
+}
+
+// isPrintableASCII reports whether every byte of host is printable ASCII
+// other than the space (0x21 to 0x7e). It is checked before the host is
+// parsed because netip.ParseAddr accepts any byte in an IPv6 zone, a
+// newline or a NUL included, and such a host would reach the log and the
+// resolver as it is.
+func isPrintableASCII(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if b := host[i]; b < 0x21 || b > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func isIPLiteral(host string) bool {
