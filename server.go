@@ -181,16 +181,32 @@ func (s *Server) Listen() (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1}
 	ln, err := lc.Listen(context.Background(), "tcp", s.cfg.Listen)
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("health: listen %s: address already in use; under hostNetwork the port space is the node's, so another host-networked workload probably holds this port: %w", s.cfg.Listen, err)
+		return nil, &addrInUseError{addr: s.cfg.Listen, err: err}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("health: listen %s: %w", s.cfg.Listen, err)
+		return nil, fmt.Errorf("health: listen %q: %w", s.cfg.Listen, err)
 	}
 	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
 		s.logger.Warn("health: listening on a non-loopback address; the probe endpoints are unauthenticated", "addr", ln.Addr().String())
 	}
 	return ln, nil
 }
+
+// addrInUseError is Listen's error when the port is taken. Its text is its
+// own, so that it says "address already in use" once and explains the
+// likely cause, rather than appending the system's error, which says the
+// same words again; Unwrap keeps that error, so errors.Is(err,
+// syscall.EADDRINUSE) still holds.
+type addrInUseError struct {
+	addr string
+	err  error
+}
+
+func (e *addrInUseError) Error() string {
+	return fmt.Sprintf("health: listen %q: address already in use; under hostNetwork the port space is the node's, so another host-networked workload probably holds this port", e.addr)
+}
+
+func (e *addrInUseError) Unwrap() error { return e.err }
 
 // Serve serves Handler on ln until ctx is done, then shuts down within 5 s,
 // closing whatever connections are still open, and returns nil once every
@@ -241,7 +257,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-served:
 		_ = srv.Close() // the listener is gone; close what it accepted
 		limiter.wait()
-		return fmt.Errorf("health: serving %s: %w", ln.Addr(), err)
+		return fmt.Errorf("health: serving %q: %w", ln.Addr().String(), err)
 	case <-ctx.Done():
 	}
 

@@ -103,9 +103,24 @@ func TestListenAddressInUse(t *testing.T) {
 	require.Error(t, err)
 	assert.Nil(t, ln)
 	assert.ErrorIs(t, err, syscall.EADDRINUSE)
-	assert.Contains(t, err.Error(), taken.Addr().String())
-	assert.Contains(t, err.Error(), "address already in use")
+	var opErr *net.OpError
+	assert.ErrorAs(t, err, &opErr, "the system's error is still reachable")
+	assert.Contains(t, err.Error(), strconv.Quote(taken.Addr().String()))
+	assert.Equal(t, 1, strings.Count(err.Error(), "address already in use"), "said once: %q", err)
 	assert.Contains(t, err.Error(), "hostNetwork")
+}
+
+// TestListenErrorQuotesAddress binds an address this machine does not have
+// (TEST-NET-1, never routed; binding sends nothing): the error names the
+// address quoted, like every error that carries a value.
+func TestListenErrorQuotesAddress(t *testing.T) {
+	s := NewServer(Config{Listen: "192.0.2.1:0"}, discardLogger())
+	ln, err := s.Listen()
+	if err == nil {
+		_ = ln.Close()
+		t.Skip("this machine holds 192.0.2.1")
+	}
+	assert.True(t, strings.HasPrefix(err.Error(), `health: listen "192.0.2.1:0": `), "%q", err)
 }
 
 func TestListenRejectsBadConfig(t *testing.T) {

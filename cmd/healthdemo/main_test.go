@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -204,7 +205,7 @@ func TestDemoAddressInUse(t *testing.T) {
 	var stderr bytes.Buffer
 	code := run(context.Background(), []string{"-listen", taken.Addr().String()}, strings.NewReader(""), io.Discard, &stderr)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr.String(), "healthdemo: health: listen "+taken.Addr().String()+": address already in use")
+	assert.Contains(t, stderr.String(), "healthdemo: health: listen "+strconv.Quote(taken.Addr().String())+": address already in use")
 }
 
 func TestDemoBadFlags(t *testing.T) {
