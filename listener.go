@@ -2,292 +2,398 @@ package health
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
-// maxConns bounds the connections Serve holds at once, counting each until
-// its goroutine has finished closing it, and with them Serve's goroutines
-// and memory (a goroutine and a few KiB of buffers each). It is far below a
-// default file-descriptor limit of 1024, so the agent's own descriptors are
-// never starved by its probe port.
+// maxConns is the most connections Serve holds at once, whatever the
+// descriptor limit: a goroutine and a few KiB of buffers each, far more than
+// a kubelet's one probe at a time needs.
 const maxConns = 256
 
-// closingReserve is how many of the maxConns slots are kept for connections
-// that have been evicted but whose goroutines have not yet finished closing
-// them, and for complete requests being answered. Eviction starts this far
-// below the bound, so under a flood Accept rarely has to wait for a
-// goroutine to be scheduled before it can take the next connection.
-const closingReserve = 32
+// connLimit is the bound on the connections Serve holds for a process whose
+// soft descriptor limit is soft (0 when unknown): a quarter of it, so that
+// the probe port can never starve the agent of descriptors, and at most
+// maxConns.
+func connLimit(soft uint64) int {
+	if soft == 0 || soft/4 >= maxConns {
+		return maxConns
+	}
+	return max(1, int(soft/4))
+}
 
-// pressureCooldown is how long after the last eviction the limiter stops
-// deferring accept. Lifting it as soon as the pool has room would let a
-// churning client make it flap, and every probe accepted in an off spell
-// would be unprotected when the next flood arrives.
-const pressureCooldown = 10 * time.Second
+// maxRequestBytes is the most the limiter lets net/http read from a
+// connection: one byte less than the MaxHeaderBytes + 4 KiB at which
+// net/http gives up on a header. net/http answers that with a 431 and then
+// sleeps 500 ms before closing (its closeWriteAndWait), holding the
+// connection's slot the whole time; so the limiter answers the 431 itself
+// and ends the read, which makes net/http close at once. Keep-alive is off
+// and Serve never reads a body, so a probe's request is all that is ever
+// read.
+const maxRequestBytes = maxHeaderBytes + 4<<10 - 1
 
-// slotState is where a held connection stands, which decides whether it may
-// be closed to make room.
+// response431 is the answer net/http gives an oversized header, byte for
+// byte, so that a client cannot tell who sent it.
+const response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
+
+// pressureWindow is how long after its last eviction the limiter still
+// reports pressure: long enough that a scrape every 15 s or so sees a flood
+// that comes in bursts.
+const pressureWindow = 10 * time.Second
+
+// descriptorRetry is how long Accept waits before trying again when it has
+// run out of descriptors and holds nothing it could close to make room: the
+// rest of the process holds them all, and only time frees one.
+const descriptorRetry = 10 * time.Millisecond
+
+// ConnStatus is a snapshot of the connections Serve holds. Its counters
+// add up over every Serve call of the Server.
+type ConnStatus struct {
+	Held     int    // connections held now (counted until their goroutines end)
+	Limit    int    // the bound on Held: a quarter of the soft descriptor limit, at most 256
+	Accepted uint64 // connections accepted since Serve began
+	Evicted  uint64 // of those, closed to make room: a local flood's signature
+	Pressure bool   // Serve is defending itself now: it evicted within the last 10 s
+}
+
+// connCounters are the atomics behind ConnStatus, kept by the Server so
+// that Status can read them without reaching into a running Serve.
+type connCounters struct {
+	held         atomic.Int64
+	limit        atomic.Int64
+	accepted     atomic.Uint64
+	evicted      atomic.Uint64
+	lastEviction atomic.Int64 // UnixNano; 0 before the first
+}
+
+func (cc *connCounters) status() ConnStatus {
+	last := cc.lastEviction.Load()
+	return ConnStatus{
+		Held:     int(cc.held.Load()),
+		Limit:    int(cc.limit.Load()),
+		Accepted: cc.accepted.Load(),
+		Evicted:  cc.evicted.Load(),
+		Pressure: last != 0 && time.Since(time.Unix(0, last)) < pressureWindow,
+	}
+}
+
+// slotState is where a held connection stands, which decides whether it
+// may be closed to make room.
 type slotState uint8
 
 const (
-	// connWaiting: no complete request header yet. Evictable, oldest
-	// first: a probe sends its whole request at once, so a connection that
-	// has waited longest without one is the one most likely stalling.
-	connWaiting slotState = iota
-	// connComplete: a whole request header has arrived and is being
-	// answered, which takes microseconds. Never evicted.
-	connComplete
-	// connAnswered: the answer has been written; all that is left is
-	// net/http's clean-up. Evicted before any waiting connection.
-	connAnswered
-	// connEvicted: closed by the limiter; still counted until its
-	// goroutine ends.
-	connEvicted
-	// connReleased: its goroutine has ended; no longer counted.
-	connReleased
+	// slotWaiting: no request read yet. Evictable, oldest first: a probe
+	// sends its whole request at once, so the connection that has waited
+	// longest without one is the one most likely stalling.
+	slotWaiting slotState = iota
+	// slotActive: a request has been read (or its bytes were already there
+	// at accept) and is being answered, which takes microseconds, because
+	// nothing Serve does after reading a request waits on the client.
+	// Never evicted.
+	slotActive
+	// slotHijacked: Serve's handler took the connection over to close it
+	// at once; counted until it has.
+	slotHijacked
+	// slotEvicted: closed by the limiter; counted until its goroutine ends.
+	slotEvicted
+	// slotReleased: no longer counted.
+	slotReleased
 )
 
-// connLimiter is a net.Listener that holds at most maxConns connections.
-// When a new connection takes the count past maxConns - closingReserve, it
-// closes an answered connection, or else the one that has waited longest
-// without a complete request, and never the newcomer.
+// connLimiter is the net.Listener Serve gives net/http. It holds at most
+// limit connections, each counted until the goroutine serving it has ended,
+// so the bound holds for goroutines and memory as well as for sockets. It
+// makes room before it accepts, by closing the connection that has waited
+// longest without sending a request, never a newcomer and never one being
+// answered: a bound that refused newcomers would let a few hundred silent
+// clients lock the kubelet out.
 //
-// A bound that refused newcomers instead would let maxConns stalled clients
-// lock the kubelet out; no bound would let attackers grow the agent's
-// memory without limit. Evicting the oldest incomplete connection costs a
-// probe nothing as long as a probe's request is complete when it is
-// accepted. So, once eviction has begun, the limiter is under pressure: on
-// Linux it makes the kernel hand over a connection only once its first
-// bytes have arrived (setDeferAccept), and Accept looks at the bytes
-// already received to see whether the request is whole (requestComplete).
-// A client that connects and stays silent then waits in the kernel's
-// queue, costing the process no descriptor, while a request, once sent,
-// arrives there all the same; a probe that is slow to write (a busy
-// kubelet) is accepted with its request in hand instead of growing old,
-// empty, in a churning pool.
-//
-// Deferring accept costs every connection a little latency, so the limiter
-// defers only under pressure, and lifts it once no eviction has been needed
-// for pressureCooldown.
+// Closing the oldest silent connection costs a probe nothing as long as a
+// probe's request is there when it is accepted, and is answered at once
+// once read. The first is the kernel's job on Linux (setDeferAccept and
+// requestComplete, from the first connection on); the second is why Serve
+// disables net/http's own OPTIONS handler, never lets net/http read or wait
+// for a body (closeAfterBody) and never lets it read an oversized header
+// (maxRequestBytes): each of those would hold a connection that cannot be
+// evicted, or a goroutine that sleeps after its connection is gone.
 type connLimiter struct {
 	net.Listener
-	logger *slog.Logger
+	logger   *slog.Logger
+	counters *connCounters
+	limit    int
+	// reserve is how many slots are kept for connections being answered
+	// or closed: eviction starts this far below limit, so that under a
+	// flood Accept rarely waits for a goroutine to finish.
+	reserve int
+	peek    []byte // Accept's scratch buffer for requestComplete
 
-	// Used by Accept only: http.Server calls it from one goroutine.
-	peek          []byte // scratch buffer for requestComplete
-	peekNext      bool   // whether the next newcomer is to be peeked at
-	underPressure bool
-	lastEviction  time.Time
-	lastWarning   time.Time
-
-	mu       sync.Mutex
-	changed  sync.Cond // signalled when a connection is released or answered
-	held     int       // accepted, and their goroutines not yet ended
-	evicted  int       // of held, those closed by the limiter
-	answered connList
-	waiting  connList
-	closing  bool // Serve is shutting down: no waiting connection is kept
+	mu             sync.Mutex
+	released       sync.Cond    // a held connection was released, or shutdown began
+	held           int          // accepted, and their goroutines not yet ended
+	evicted        int          // of held, those closed by the limiter
+	waiting        connList     // of held, those with no request yet, oldest first
+	newest         *limitedConn // the connection admitted last
+	closing        bool         // Serve is shutting down: no connection is admitted
+	lastFloodLog   time.Time
+	lastOutOfFDLog time.Time
 }
 
-func newConnLimiter(ln net.Listener, logger *slog.Logger) *connLimiter {
-	l := &connLimiter{Listener: ln, logger: logger, peek: make([]byte, maxHeaderBytes)}
-	l.changed.L = &l.mu
+func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *slog.Logger) *connLimiter {
+	l := &connLimiter{
+		Listener: ln,
+		logger:   logger,
+		counters: counters,
+		limit:    limit,
+		reserve:  limit / 8,
+		peek:     make([]byte, maxRequestBytes),
+	}
+	l.released.L = &l.mu
+	counters.limit.Store(int64(limit))
+	if sc, ok := ln.(syscall.Conn); ok { // not a socket, a test's listener say: nothing to set
+		rc, err := sc.SyscallConn()
+		if err == nil {
+			err = setDeferAccept(rc)
+		}
+		if err != nil {
+			logger.Warn("health: cannot defer accept; silent connections will take connection slots until evicted", "err", err)
+		}
+	}
 	return l
 }
 
-// Accept accepts the next connection and makes room for it. It waits only
-// when every slot, the reserve included, is held by connections being
-// answered or being closed, which ends in microseconds.
+// Accept makes room for one more connection, then accepts it. It waits only
+// while every slot is held by connections being answered or closed, which
+// end in microseconds.
 func (l *connLimiter) Accept() (net.Conn, error) {
-	nc, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		if err := l.makeRoom(); err != nil {
+			return nil, err
+		}
+		nc, err := l.Listener.Accept()
+		if err == nil {
+			return l.admit(nc), nil
+		}
+		if !isOutOfDescriptors(err) {
+			return nil, err
+		}
+		// net/http would log this and back off for up to a second,
+		// while the kubelet's connection waits in the kernel's queue.
+		l.outOfDescriptors(err)
 	}
-	c := &limitedConn{Conn: nc, limiter: l}
-	complete := l.peekNext && requestComplete(nc, l.peek)
+}
 
+// makeRoom returns once one more connection can be held within the limit.
+// It returns net.ErrClosed once Serve is shutting down.
+func (l *connLimiter) makeRoom() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.closing {
+		if l.held-l.evicted >= l.limit-l.reserve && l.evictOldest(false) {
+			l.logFlood()
+			continue
+		}
+		if l.held < l.limit {
+			return nil
+		}
+		l.released.Wait()
+	}
+	return net.ErrClosed
+}
+
+// admit counts a newly accepted connection.
+func (l *connLimiter) admit(nc net.Conn) net.Conn {
+	c := &limitedConn{Conn: nc, limiter: l}
+	complete := requestComplete(nc, l.peek) // before the lock: a system call
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.held++
+	l.newest = c
+	l.counters.held.Store(int64(l.held))
+	l.counters.accepted.Add(1)
 	if complete {
-		c.state = connComplete
-		c.scanned = true
+		c.state = slotActive
 	} else {
+		c.state = slotWaiting
 		l.waiting.pushBack(c)
 	}
 	if l.closing && !complete {
-		l.evict(c)
-		return c, nil
+		l.evict(c) // nothing to answer, and it would hold Shutdown
 	}
-	for !l.closing {
-		if l.held-l.evicted > maxConns-closingReserve {
-			if victim := l.victim(c); victim != nil {
-				// Pressure first: once a client can see the
-				// eviction, the kernel is already deferring.
-				l.setPressure(true)
-				l.lastEviction = time.Now()
-				l.evict(victim)
-				continue
-			}
-		}
-		if l.held <= maxConns {
-			break
-		}
-		l.changed.Wait()
-	}
-	if l.underPressure && time.Since(l.lastEviction) > pressureCooldown {
-		l.setPressure(false)
-	}
-	// Peeking costs a system call, so it waits until the pool is filling:
-	// an unpeeked newcomer is protected only once its goroutine has read
-	// its request, which on a busy machine can come after many newer
-	// connections have been accepted.
-	l.peekNext = l.underPressure || l.held > maxConns/4
-	return c, nil
+	return c
 }
 
-// victim returns the connection to evict to make room for newcomer: an
-// answered one, or else the oldest waiting one, never newcomer itself.
+// outOfDescriptors makes room after accept failed for lack of descriptors,
+// rather than backing off: it closes the oldest connection without a
+// request, which frees its descriptor at once (net.Conn.Close returns once
+// the descriptor is closed), or else waits for one being answered to end.
+// Only when Serve holds nothing at all is the shortage the rest of the
+// process's, and then it waits descriptorRetry.
+func (l *connLimiter) outOfDescriptors(err error) {
+	l.mu.Lock()
+	if now := time.Now(); now.Sub(l.lastOutOfFDLog) >= time.Minute {
+		l.lastOutOfFDLog = now
+		l.logger.Warn("health: out of file descriptors; closing the oldest connections that have not sent a request", "held", l.held, "err", err)
+	}
+	if l.evictOldest(true) || l.closing {
+		l.mu.Unlock()
+		return
+	}
+	if held := l.held; held > 0 {
+		for l.held >= held && !l.closing {
+			l.released.Wait()
+		}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	time.Sleep(descriptorRetry)
+}
+
+// evictOldest evicts the connection that has waited longest without a
+// request, if there is one. Unless a newcomer is known to be waiting in
+// the kernel, it spares the connection admitted last: that one is still
+// the newcomer, whose goroutine may not have run yet, and there may be no
+// one to make room for. l.mu must be held.
+func (l *connLimiter) evictOldest(newcomerWaiting bool) bool {
+	c := l.waiting.front()
+	if c == nil || (c == l.newest && !newcomerWaiting) {
+		return false
+	}
+	l.evict(c)
+	l.counters.evicted.Add(1)
+	l.counters.lastEviction.Store(time.Now().UnixNano())
+	return true
+}
+
+// logFlood says, at most once a minute, that slots are full: a line a
+// client provokes must not let it write to the agent's log at will.
 // l.mu must be held.
-func (l *connLimiter) victim(newcomer *limitedConn) *limitedConn {
-	if c := l.answered.front(); c != nil {
-		return c
-	}
-	if c := l.waiting.front(); c != newcomer {
-		return c
-	}
-	return nil
-}
-
-// setPressure turns deferred accept on or off. l.mu must be held.
-func (l *connLimiter) setPressure(on bool) {
-	if l.underPressure == on {
-		return
-	}
-	l.underPressure = on
-	if err := setDeferAccept(l.Listener, on); err != nil && !errors.Is(err, net.ErrClosed) {
-		l.logger.Warn("health: cannot change deferred accept; silent connections may take connection slots", "defer", on, "err", err)
-	}
-	// At most one line a minute, however an attacker makes the pressure
-	// come and go: the log must not be a lever.
-	if now := time.Now(); on && now.Sub(l.lastWarning) >= time.Minute {
-		l.lastWarning = now
-		l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", maxConns)
+func (l *connLimiter) logFlood() {
+	if now := time.Now(); now.Sub(l.lastFloodLog) >= time.Minute {
+		l.lastFloodLog = now
+		l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.limit)
 	}
 }
 
-// evict closes c's socket, which its goroutine sees on its next read or
-// write. c stays counted until that goroutine ends, so that the bound holds
-// for goroutines as well as sockets. l.mu must be held.
+// evict closes a waiting connection, which its goroutine sees at once on
+// its read. It stays counted until that goroutine ends, so that the bound
+// holds for goroutines as well as sockets. l.mu must be held.
 func (l *connLimiter) evict(c *limitedConn) {
-	switch c.state {
-	case connWaiting:
-		l.waiting.remove(c)
-	case connAnswered:
-		l.answered.remove(c)
-	default:
-		return
-	}
-	c.state = connEvicted
+	l.waiting.remove(c)
+	c.state = slotEvicted
 	l.evicted++
 	_ = c.Conn.Close()
 }
 
-// sawRequest marks c as holding a complete request: protected from
-// eviction until it is answered.
-func (l *connLimiter) sawRequest(c *limitedConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c.state == connWaiting {
-		l.waiting.remove(c)
-		c.state = connComplete
-	}
-}
-
-// wroteAnswer marks c as answered: first in line for eviction.
-func (l *connLimiter) wroteAnswer(c *limitedConn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch c.state {
-	case connWaiting:
-		l.waiting.remove(c)
-	case connComplete:
-	default:
+// trackState is the http.Server's ConnState hook.
+//
+// StateActive is reported once net/http has read a request (or given up
+// on one), just before it answers: from then on the connection ends in
+// microseconds, so it is no longer evictable. StateClosed is reported by
+// the connection's own goroutine as its last act, which is where a slot is
+// freed. A hijacked connection is freed by closeAfterBody, which closes it.
+func (l *connLimiter) trackState(nc net.Conn, state http.ConnState) {
+	c, ok := nc.(*limitedConn)
+	if !ok {
 		return
 	}
-	c.state = connAnswered
-	l.answered.pushBack(c)
-	l.changed.Signal()
-}
-
-// release stops counting c, once: its goroutine is ending.
-func (l *connLimiter) release(c *limitedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch c.state {
-	case connReleased:
-		return
-	case connWaiting:
-		l.waiting.remove(c)
-	case connAnswered:
-		l.answered.remove(c)
-	case connEvicted:
-		l.evicted--
-	}
-	c.state = connReleased
-	l.held--
-	// Broadcast, not Signal: Accept and wait may both be waiting.
-	l.changed.Broadcast()
-}
-
-// shutdown closes every connection that is not being answered and makes
-// Accept close any new one that arrives without a complete request: they
-// have nothing to answer and would only hold Serve's shutdown until their
-// header timeout.
-func (l *connLimiter) shutdown() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closing = true
-	for c := l.answered.front(); c != nil; c = l.answered.front() {
-		l.evict(c)
-	}
-	for c := l.waiting.front(); c != nil; c = l.waiting.front() {
-		l.evict(c)
-	}
-	l.changed.Broadcast()
-}
-
-// connState is the http.Server's ConnState hook. StateClosed is reported by
-// a connection's own goroutine as its last act, after it has closed the
-// connection and left net/http's bookkeeping, so it is there that a slot is
-// freed: the bound then holds for goroutines, not only for sockets, however
-// long a busy scheduler takes to run them.
-func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
-	if state != http.StateClosed {
-		return
-	}
-	if c, ok := nc.(*limitedConn); ok {
+	switch state {
+	case http.StateActive:
+		if c.state == slotWaiting {
+			l.waiting.remove(c)
+			c.state = slotActive
+		}
+	case http.StateHijacked:
+		if c.state == slotActive {
+			c.state = slotHijacked
+		}
+	case http.StateClosed:
 		l.release(c)
 	}
 }
 
-// wait returns once the goroutine of every accepted connection has ended,
-// so that Serve returns only after all of them have.
+// release stops counting c, once. l.mu must be held.
+func (l *connLimiter) release(c *limitedConn) {
+	switch c.state {
+	case slotReleased:
+		return
+	case slotWaiting:
+		l.waiting.remove(c)
+	case slotEvicted:
+		l.evicted--
+	}
+	c.state = slotReleased
+	l.held--
+	l.counters.held.Store(int64(l.held))
+	// Broadcast: Accept and wait may both be waiting.
+	l.released.Broadcast()
+}
+
+// shutdown closes every connection that has not sent a request and stops
+// Accept from admitting more: they have nothing to answer and would only
+// hold Serve's shutdown until their header timeout.
+func (l *connLimiter) shutdown() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closing = true
+	for c := l.waiting.front(); c != nil; c = l.waiting.front() {
+		l.evict(c)
+	}
+	l.released.Broadcast()
+}
+
+// wait returns once the goroutine of every accepted connection has ended.
 func (l *connLimiter) wait() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.held > 0 {
-		l.changed.Wait()
+		l.released.Wait()
 	}
 }
 
-// limitedConn is a connection held by a connLimiter. It watches the bytes
-// read for the end of the request header and the first write of the
-// answer, which is all the limiter needs to choose whom to evict.
+// closeAfterBody wraps Serve's handler. A probe has no body, so a request
+// with one is a client Serve need not humour: it gets its answer, and the
+// connection is closed at once without reading the body. Left to itself,
+// net/http would read up to 256 KiB of the body after the answer, waiting
+// up to the read timeout for it, or, for a larger one, sleep 500 ms before
+// closing; either would hold the slot, and the first could not be evicted.
+// A client that sends a body may therefore see its connection reset before
+// it reads the answer.
+type closeAfterBody struct {
+	handler http.Handler
+	limiter *connLimiter
+}
+
+func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.handler.ServeHTTP(w, r)
+	if r.ContentLength == 0 {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	nc, _, err := rc.Hijack()
+	if err != nil {
+		return
+	}
+	_ = nc.Close()
+	if c, ok := nc.(*limitedConn); ok {
+		h.limiter.mu.Lock()
+		h.limiter.release(c)
+		h.limiter.mu.Unlock()
+	}
+}
+
+// limitedConn is a connection held by a connLimiter.
 type limitedConn struct {
 	net.Conn
 	limiter *connLimiter
@@ -298,62 +404,37 @@ type limitedConn struct {
 
 	// Used by the goroutine reading the connection only (net/http's reads
 	// never overlap).
-	scanned bool // the end of the header has been seen
-	header  headerScanner
-	wrote   bool // the first write has been reported
+	read    int  // bytes read so far
+	refused bool // the read limit has been reached
 }
 
+// Read lets net/http read at most maxRequestBytes. Past that it fails the
+// read as a reset connection does, so that net/http closes at once instead
+// of lingering, and if net/http was still reading the header, it first
+// answers 431 as net/http would have.
 func (c *limitedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if !c.scanned && c.header.scan(p[:n]) {
-		c.scanned = true
-		c.limiter.sawRequest(c)
-	}
-	return n, err
-}
-
-// Write reports the answer once it is on its way, never before: a
-// connection marked answered may be closed at once.
-func (c *limitedConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if !c.wrote {
-		c.wrote = true
-		c.limiter.wroteAnswer(c)
-	}
-	return n, err
-}
-
-// CloseWrite lets net/http half-close a connection whose request it did not
-// read to the end, and wait for the client to read the answer, as it does
-// with a bare *net.TCPConn.
-func (c *limitedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
-
-// headerScanner finds the blank line that ends an HTTP/1 request header,
-// across reads. net/http accepts "\n" as well as "\r\n" as a line end, so
-// both count.
-type headerScanner struct {
-	lineEmpty bool // only '\r' since the last '\n'
-}
-
-func (s *headerScanner) scan(p []byte) bool {
-	for _, b := range p {
-		switch b {
-		case '\n':
-			if s.lineEmpty {
-				return true
-			}
-			s.lineEmpty = true
-		case '\r':
-		default:
-			s.lineEmpty = false
+	if c.read >= maxRequestBytes {
+		if !c.refused && c.limiter.stillWaiting(c) {
+			_, _ = io.WriteString(c.Conn, response431)
 		}
+		c.refused = true
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errRequestTooLarge}
 	}
-	return false
+	if len(p) > maxRequestBytes-c.read {
+		p = p[:maxRequestBytes-c.read]
+	}
+	n, err := c.Conn.Read(p)
+	c.read += n
+	return n, err
+}
+
+var errRequestTooLarge = errors.New("health: request header too large")
+
+// stillWaiting reports whether net/http has yet to read c's request.
+func (l *connLimiter) stillWaiting(c *limitedConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return c.state == slotWaiting
 }
 
 // connList is an intrusive doubly linked list of connections in the order

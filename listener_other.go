@@ -2,13 +2,16 @@
 
 package health
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
 
 // setDeferAccept does nothing outside Linux, which alone has
 // TCP_DEFER_ACCEPT: there a silent client takes a connection slot until it
 // is evicted.
-func setDeferAccept(net.Listener, bool) error { return nil }
+func setDeferAccept(syscall.RawConn) error { return nil }
 
-// requestComplete reports false outside Linux: the limiter learns that a
-// request is whole from the connection's own reads instead.
+// requestComplete reports false outside Linux: a connection counts as
+// answering once net/http has read its request.
 func requestComplete(net.Conn, []byte) bool { return false }

@@ -2,12 +2,14 @@ package health
 
 import (
 	"bufio"
+	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
+	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +17,25 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
+
+func TestConnLimit(t *testing.T) {
+	for _, tc := range []struct {
+		soft uint64
+		want int
+	}{
+		{0, 256}, // unknown
+		{1, 1},
+		{4, 1},
+		{64, 16},
+		{128, 32},
+		{1023, 255},
+		{1024, 256},
+		{1 << 20, 256},
+		{1<<64 - 1, 256}, // unlimited
+	} {
+		assert.Equal(t, tc.want, connLimit(tc.soft), "soft limit %d", tc.soft)
+	}
+}
 
 // dialStalled opens a connection that sends part of a request and stops.
 func dialStalled(t *testing.T, addr string) net.Conn {
@@ -27,187 +48,296 @@ func dialStalled(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-// TestStalledConnectionsCannotCostAProbe fills every connection slot with
-// stalled half-sent requests, holds more than that open, and then probes
-// over TCP: every probe must be answered. Which connections are evicted is
-// TestLimiterEvictionOrder's subject: here the header timeout would close
-// the stalled ones too, so their closing proves nothing about the order.
-func TestStalledConnectionsCannotCostAProbe(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
-	addr := serveReady(t)
+// serveReadyLimited serves a Server with every latch set and a bound of
+// limit connections, and returns it with its address and a stop function.
+func serveReadyLimited(t *testing.T, limit int) (*Server, string, *logBuffer) {
+	t.Helper()
+	s, logs := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	addr, _ := startServingLimited(t, s, limit)
+	return s, addr, logs
+}
 
-	const extra, probes = 40, 40
-	for i := 0; i < maxConns-closingReserve+extra; i++ {
-		dialStalled(t, addr)
-	}
-	for i := 0; i < probes; i++ {
+// assertProbesAnswered sends n kubelet probes, alternating endpoints, and
+// expects each to be answered 200 ok.
+func assertProbesAnswered(t *testing.T, addr string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
 		path := []string{"/healthz", "/readyz"}[i%2]
 		status, body, err := kubeletProbe(addr, path)
-		require.NoError(t, err, "probe %d", i)
-		assert.Equal(t, 200, status, "probe %d", i)
-		assert.Equal(t, "ok\n", body, "probe %d", i)
+		require.NoError(t, err, "probe %d of %s", i, path)
+		assert.Equal(t, 200, status, "probe %d of %s", i, path)
+		assert.Equal(t, "ok\n", body, "probe %d of %s", i, path)
 	}
 }
 
-// TestLimiterEvictionOrder drives the limiter without net/http, so that no
-// timeout closes anything and every close is the limiter's: stalled
-// connections are evicted oldest first, an answered one before any of
-// them, a complete request and the newcomer never; the bound holds; and
-// the onset of pressure is logged once.
-func TestLimiterEvictionOrder(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	logs := &logBuffer{}
-	l := newConnLimiter(ln, slog.New(slog.NewTextHandler(logs, nil)))
-	defer l.Close()
+// The ways a client can hold a connection, or the goroutine serving it,
+// without being a probe. net/http itself holds several of them: it reads a
+// body after answering, answers OPTIONS * only once the body is in, and
+// sleeps half a second before closing after an oversized header or a large
+// body it will not read.
+var hostileClients = []struct {
+	name      string
+	request   string
+	closeSend bool // half-close once the request is written
+}{
+	{"OPTIONS * with a body that never comes", "OPTIONS * HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n", false},
+	{"a 12 KiB header", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 12<<10) + "\r\n\r\n", false},
+	{"a 1 TiB body declared", "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1099511627776\r\n\r\n", false},
+	{"a small body that never comes", "POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n", false},
+	{"Expect: 100-continue, body never sent", "PUT /readyz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000\r\n\r\n", false},
+	{"a chunked body never finished", "POST /readyz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", false},
+	{"pipelined requests", strings.Repeat("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 3), false},
+	{"half-closed mid-header", "GET /healthz HTTP/1.1\r\nHost: x\r\n", true},
+	{"a TLS ClientHello", "\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03" + strings.Repeat("\x5a", 32) + "\x00\x00\x02\x13\x01\x01\x00", false},
+	{"the HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", false},
+	{"slowloris", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n", false},
+	{"idle", "", false},
+}
 
-	state := func(c *limitedConn) slotState {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return c.state
-	}
-	var held []*limitedConn
-	// accept takes the next connection, then ends the goroutines of those
-	// the limiter evicted, as net/http's would.
-	accept := func(request string) *limitedConn {
-		t.Helper()
-		client, err := net.Dial("tcp", ln.Addr().String())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = client.Close() })
-		_, err = io.WriteString(client, request)
-		require.NoError(t, err)
-		nc, err := l.Accept()
-		require.NoError(t, err)
-		c := nc.(*limitedConn)
-		kept := held[:0]
-		for _, h := range append(held, c) {
-			if state(h) == connEvicted {
-				l.connState(h, http.StateClosed)
-			} else {
-				kept = append(kept, h)
+// flood runs n clients that each send request, then read until the server
+// closes the connection, and reconnect at once, until the returned stop is
+// called. Every loop is bounded in count, and every connection by a
+// deadline.
+func flood(t *testing.T, addr string, n int, request string, closeSend bool) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop) // before the server's cleanup, which was registered first
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 5000 && ctx.Err() == nil; j++ {
+				hostileOnce(ctx, addr, request, closeSend)
 			}
+		}()
+	}
+	return stop
+}
+
+func hostileOnce(ctx context.Context, addr, request string, closeSend bool) {
+	c, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if request != "" {
+		// The server may close before all of it is written.
+		if _, err := io.WriteString(c, request); err != nil {
+			return
 		}
-		held = kept
-		return c
 	}
-	const stalledRequest = "GET /readyz HTTP/1.1\r\nHost: x\r\n"
-	const fullRequest = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"
+	if closeSend {
+		_ = c.(*net.TCPConn).CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, c)
+}
 
-	threshold := maxConns - closingReserve
-	var stalled []*limitedConn
-	for i := 0; i < threshold; i++ {
-		stalled = append(stalled, accept(stalledRequest))
+// TestHostileClientsCannotCostAProbe floods a server whose every slot is
+// wanted, kind by kind, with clients that reconnect as soon as they are
+// closed, and probes while they do: each probe must be answered. A state
+// that held a slot for long (a body net/http waits for, or the 500 ms it
+// lingers after refusing a request) would queue the probe in the kernel
+// behind the flood, 128 clients deep for 4 slots.
+func TestHostileClientsCannotCostAProbe(t *testing.T) {
+	for _, hc := range hostileClients {
+		t.Run(hc.name, func(t *testing.T) {
+			t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+			s, addr, logs := serveReadyLimited(t, 4)
+			stop := flood(t, addr, 128, hc.request, hc.closeSend)
+			assertProbesAnswered(t, addr, 6)
+			stop()
+			eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
+			assert.Equal(t, 0, logs.count("level=ERROR"), logs.String())
+		})
 	}
-	require.Equal(t, 0, logs.count("connection slots full"))
+}
 
-	// Past the threshold, each newcomer evicts the oldest stalled one.
-	for i := 0; i < 10; i++ {
-		newcomer := accept(stalledRequest)
-		assert.Equal(t, connReleased, state(stalled[i]), "stalled %d evicted", i)
-		assert.Equal(t, connWaiting, state(stalled[i+1]), "stalled %d kept", i+1)
-		assert.Equal(t, connWaiting, state(newcomer), "never the newcomer")
+// TestNothingLingers floods a bound of a single connection, which is never
+// evicted while it is the newest, with requests that net/http would hold
+// after reading them, reading or waiting for a body, or sleeping 500 ms
+// before it closes. Each held slot would queue the probe behind every
+// client, 16 deep; answered and closed at once, none does.
+func TestNothingLingers(t *testing.T) {
+	for _, hc := range hostileClients[:5] {
+		t.Run(hc.name, func(t *testing.T) {
+			t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+			s, addr, _ := serveReadyLimited(t, 1)
+			stop := flood(t, addr, 16, hc.request, hc.closeSend)
+			assertProbesAnswered(t, addr, 4)
+			stop()
+			eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
+		})
 	}
-	assert.Equal(t, 1, logs.count(`msg="health: connection slots full; closing the oldest connections that have not sent a request" slots=256`))
+}
 
-	// Under pressure a complete request is seen at accept and protected,
-	// even once it is the oldest of all.
-	complete := accept(fullRequest)
-	assert.Equal(t, connComplete, state(complete))
-	// An answered connection goes before the oldest stalled one.
-	_, err = stalled[20].Write([]byte("HTTP/1.1 200 OK\r\n\r\n"))
-	require.NoError(t, err)
-	accept(stalledRequest)
-	assert.Equal(t, connReleased, state(stalled[20]), "the answered one is evicted first")
-	assert.Equal(t, connWaiting, state(stalled[11]), "the oldest stalled one is kept this time")
-	for i := 0; i < threshold; i++ {
-		accept(stalledRequest)
+// TestHostileMix runs every kind of client at once, and connect-and-close
+// churn beside them. The probes are answered throughout, and once the
+// flood ends Serve holds nothing and still answers.
+func TestHostileMix(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	s, addr, logs := serveReadyLimited(t, 8)
+	var stops []func()
+	for _, hc := range hostileClients {
+		stops = append(stops, flood(t, addr, 16, hc.request, hc.closeSend))
 	}
-	assert.Equal(t, connComplete, state(complete), "a complete request is never evicted")
-	l.mu.Lock()
-	assert.LessOrEqual(t, l.held, maxConns)
-	assert.Equal(t, threshold, l.held-l.evicted)
-	l.mu.Unlock()
+	stops = append(stops, flood(t, addr, 2, "", true)) // connect, half-close, go
+	assertProbesAnswered(t, addr, 10)
+	for _, stop := range stops {
+		stop()
+	}
+	eventually(t, func() bool { return s.conns.held.Load() == 0 }, "Serve holds no connection")
+	assertProbesAnswered(t, addr, 2)
 	assert.Equal(t, 1, logs.count("connection slots full"), "logged once, not per eviction")
+	assert.Equal(t, 0, logs.count("level=ERROR"), logs.String())
 }
 
-// TestSlowProbeSurvivesChurn is load 4 in miniature: a probe whose request
-// comes late, after many newer connections have churned through a full
-// pool. Under pressure the kernel keeps the silent probe connection until
-// its request arrives, so it is never the oldest waiting connection in the
-// pool; a limiter that accepted it at once would have evicted it.
-func TestSlowProbeSurvivesChurn(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("deferred accept is Linux's TCP_DEFER_ACCEPT")
-	}
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+// TestOversizedHeaderAnswered431 checks that the header cap still answers
+// as net/http does, now that the limiter refuses the bytes before net/http
+// sees too many of them: the same bytes, and the connection closed.
+func TestOversizedHeaderAnswered431(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	addr := serveReady(t)
-
-	// One past the eviction threshold: the oldest is evicted, and the
-	// limiter is under pressure.
-	first := make([]net.Conn, maxConns-closingReserve+1)
-	for i := range first {
-		first[i] = dialStalled(t, addr)
-	}
-	assertClosedByServer(t, first[0], "the first eviction")
-
-	probe, err := net.Dial("tcp", addr) // handshake done, request not yet sent
-	require.NoError(t, err)
-	defer probe.Close()
-
-	// Churn: each newcomer evicts the oldest waiting connection, so the
-	// whole first batch goes, and then the oldest of the churn itself. Had
-	// the probe been accepted when it connected, it would have been among
-	// the victims. This has to happen within deferAcceptSeconds, after
-	// which the kernel hands the silent probe over anyway; it takes a small
-	// fraction of that.
-	const extra = 16
-	churn := make([]net.Conn, len(first)-1+extra)
-	for i := range churn {
-		churn[i] = dialStalled(t, addr)
-	}
-	assertClosedByServer(t, churn[extra-1], "the churn's last eviction")
-
-	_, err = io.WriteString(probe, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
-	require.NoError(t, err)
-	_ = probe.SetReadDeadline(time.Now().Add(10 * time.Second))
-	got, err := io.ReadAll(probe)
-	require.NoError(t, err, "%q", got)
-	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n"), "%q", got)
-	assert.True(t, strings.HasSuffix(string(got), "\r\n\r\nok\n"), "%q", got)
-}
-
-// TestUndrainedBodiesCannotCostAProbe fills every slot with requests that
-// are answered at once but whose declared bodies never come: net/http holds
-// each one for its read timeout, draining the body after the answer.
-// Answered connections are evicted first, so every newcomer, drainer or
-// probe, gets its answer; were they protected, a full pool would have to
-// evict newer connections before their requests had been read.
-func TestUndrainedBodiesCannotCostAProbe(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-	addr := serveReady(t)
-
-	var drainers []net.Conn
-	for i := 0; i < maxConns; i++ {
+	for _, size := range []int{maxRequestBytes, 9 << 10, 64 << 10} {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
-		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+		_, err = io.WriteString(c, head+strings.Repeat("a", size-len(head)))
+		require.NoError(t, err)
+		got, _ := io.ReadAll(c) // a reset may follow the answer: the rest is unread
+		_ = c.Close()
+		assert.Equal(t, response431, string(got), "size %d", size)
+	}
+	// One byte under the cap is a request like any other.
+	head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+	got := exchange(t, addr, head+strings.Repeat("a", maxRequestBytes-len(head)-5)+"\r\n\r\n")
+	assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n"), "%.40q", got)
+}
+
+// countingListener counts the sockets it has accepted and not yet closed,
+// and notes whenever Accept is called while limit of them are open: one
+// more would exceed the bound. With outOfFDsAt > 0, Accept fails as the
+// system does when descriptors run out once that many are open.
+type countingListener struct {
+	net.Listener
+	limit, outOfFDsAt int
+
+	mu                sync.Mutex
+	open, overLimit   int
+	outOfFDs, maxOpen int
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.open >= l.limit {
+		l.overLimit++
+	}
+	if l.outOfFDsAt > 0 && l.open >= l.outOfFDsAt {
+		l.outOfFDs++
+		l.mu.Unlock()
+		return nil, outOfDescriptorsError()
+	}
+	l.mu.Unlock()
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open++
+	l.maxOpen = max(l.maxOpen, l.open)
+	return &countedConn{Conn: c, l: l}, nil
+}
+
+// SyscallConn lets Serve defer accept on the socket, as on Listen's.
+func (l *countingListener) SyscallConn() (syscall.RawConn, error) {
+	return l.Listener.(syscall.Conn).SyscallConn()
+}
+
+func (l *countingListener) counts() (maxOpen, overLimit, outOfFDs int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxOpen, l.overLimit, l.outOfFDs
+}
+
+// outOfDescriptorsError is accept's error when the process has no
+// descriptor left.
+func outOfDescriptorsError() error {
+	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+}
+
+type countedConn struct {
+	net.Conn
+	l    *countingListener
+	once sync.Once
+}
+
+// SyscallConn lets Serve peek at the request, as on an accepted TCP
+// connection.
+func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.l.open--
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// TestBoundNeverExceeded floods a bound of 2 with complete requests, which
+// are answered rather than evicted, so that every slot is often busy when
+// the next client arrives: Accept must wait for room before it takes the
+// socket, never after.
+func TestBoundNeverExceeded(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	s, _ := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	ln, err := s.Listen()
+	require.NoError(t, err)
+	const limit = 2
+	counting := &countingListener{Listener: ln, limit: limit}
+	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, limit) })
+
+	stopComplete := flood(t, addr, 32, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", false)
+	stopStalled := flood(t, addr, 32, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false)
+	assertProbesAnswered(t, addr, 10)
+	stopComplete()
+	stopStalled()
+	maxOpen, overLimit, _ := counting.counts()
+	assert.Equal(t, limit, maxOpen, "sockets held at once")
+	assert.Zero(t, overLimit, "times Accept was called with every slot's socket open")
+}
+
+// TestUndrainedBodiesAreClosedAtOnce checks that a request with a body is
+// answered and its connection closed without waiting for the body: left to
+// net/http, each would hold its slot, unevictable, for the read timeout.
+func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	s, addr, _ := serveReadyLimited(t, 4)
+	for i := 0; i < 8; i++ {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
 		_, err = io.WriteString(c, "POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
 		require.NoError(t, err)
-		drainers = append(drainers, c)
-	}
-	// Every drainer is answered (405) before its body would be read.
-	for i, c := range drainers {
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		require.NoError(t, err, "drainer %d", i)
+		require.NoError(t, err, "client %d", i)
 		_ = resp.Body.Close()
-		require.Equal(t, 405, resp.StatusCode, "drainer %d", i)
+		assert.Equal(t, 405, resp.StatusCode, "client %d", i)
+		assertClosedByServer(t, c, "client %d", i)
+		_ = c.Close()
 	}
-	for i := 0; i < 20; i++ {
-		status, body, err := kubeletProbe(addr, "/readyz")
-		require.NoError(t, err, "probe %d", i)
-		assert.Equal(t, 200, status, "probe %d", i)
-		assert.Equal(t, "ok\n", body, "probe %d", i)
-	}
-	assertClosedByServer(t, drainers[0], "the oldest answered connection was evicted")
+	eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
+	assert.Zero(t, s.conns.evicted.Load(), "closed by the server after the answer, not evicted")
 }

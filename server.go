@@ -37,6 +37,8 @@ type Server struct {
 	stopped         []string // subsystems stopped, each name once, in order
 	check           checkVerdict
 	poller          *poller // the current data-plane poller; nil when none was set
+
+	conns connCounters // Serve's connections, for Status
 }
 
 // NewServer returns a Server for cfg, with cfg's defaults applied. A nil
@@ -66,8 +68,8 @@ const (
 	// sends its request at once and gives up after its own timeout
 	// (1 s by default), so longer only helps a slowloris client.
 	readHeaderTimeout = 2 * time.Second
-	// readTimeout bounds the whole request, body included: the handler
-	// reads no body, but net/http drains a small one after answering.
+	// readTimeout bounds the whole request. Serve reads no body, so it
+	// only backs up readHeaderTimeout.
 	readTimeout = 2 * time.Second
 	// writeTimeout bounds the answer, a few hundred bytes, against a
 	// client that does not read.
@@ -177,8 +179,12 @@ func (s *Server) Listen() (net.Listener, error) {
 	}
 	// No TCP keep-alive on accepted connections: a probe's connection
 	// lives for one request and a few seconds at most, so keep-alive would
-	// only cost four system calls on every accept.
-	lc := net.ListenConfig{KeepAlive: -1}
+	// only cost four system calls on every accept. Accept is deferred from
+	// the moment the socket listens, before Serve runs.
+	lc := net.ListenConfig{
+		KeepAlive: -1,
+		Control:   func(_, _ string, rc syscall.RawConn) error { return setDeferAccept(rc) },
+	}
 	ln, err := lc.Listen(context.Background(), "tcp", s.cfg.Listen)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, &addrInUseError{addr: s.cfg.Listen, err: err}
@@ -211,19 +217,24 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // Serve serves Handler on ln until ctx is done, then shuts down within 5 s,
 // closing whatever connections are still open, and returns nil once every
 // goroutine it started has ended. It returns an error when ln fails on its
-// own. Serve takes ownership of ln and closes it.
+// own. Serve takes ownership of ln and closes it. It logs one line when it
+// starts serving, naming the address, and one when it has stopped.
 //
 // A nil ln is nil at once when the config is disabled (Listen returned nil)
 // and an error when it is enabled. A non-nil ln is served even when the
 // config is disabled: the caller made it on purpose, and a listener nobody
 // serves would fail every probe.
 //
-// The connections held at once are bounded, to at most 256, in a way that
-// never costs a well-behaved probe its answer: to make room, Serve closes a
-// connection it has already answered, or else the one that has waited
-// longest without sending a complete request, never the newcomer. On Linux,
-// Serve's defences against silent clients need ln to be a socket, as
-// Listen's is.
+// Anything that can reach the port can use it, so Serve bounds what a
+// connection can hold and how many it holds: at most a quarter of the soft
+// descriptor limit read when Serve starts, and at most 256. To make room it
+// closes the connection that has waited longest without sending a request,
+// never a newcomer and never one being answered, so no number of stalled
+// or silent local clients can cost the kubelet its probe. Serve answers
+// every request itself (OPTIONS * included) and never reads a request
+// body: a request that declares one is answered and its connection closed
+// at once. On Linux, Serve has the kernel hold a connection until its first
+// bytes arrive, which needs ln to be a TCP socket, as Listen's is.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
@@ -231,38 +242,46 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		return errors.New("health: Serve: the listener is nil but the config is enabled; pass the listener Listen returned")
 	}
-	ctx = contextOrBackground(ctx)
-	limiter := newConnLimiter(ln, s.logger)
+	return s.serve(contextOrBackground(ctx), ln, connLimit(softDescriptorLimit()))
+}
+
+// serve is Serve with the connection bound given, so that tests can use a
+// small one.
+func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
+	addr := ln.Addr().String()
+	limiter := newConnLimiter(ln, limit, &s.conns, s.logger)
 	srv := &http.Server{
-		// AllowQuerySemicolons, because the net/http of some Go releases
-		// this module supports logs every request whose query holds a
-		// semicolon: any client could write to the agent's log at will.
-		// The query is ignored anyway.
-		Handler:           http.AllowQuerySemicolons(s.Handler()),
+		Handler:           closeAfterBody{handler: s.Handler(), limiter: limiter},
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ConnState:         limiter.connState,
-		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
+		// net/http's own OPTIONS * handler answers 200 with none of
+		// the package's headers, and reads up to 4 KiB of body before
+		// it answers, holding a connection that cannot be evicted.
+		DisableGeneralOptionsHandler: true,
+		ConnState:                    limiter.trackState,
+		ErrorLog:                     slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
 	}
 	// A probe is one request on one connection; keep-alive would only let
 	// a client hold a slot between requests.
 	srv.SetKeepAlivesEnabled(false)
 
+	s.logger.Info("health: serving probes", "addr", addr, "max_conns", limit)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(limiter) }()
 	select {
 	case err := <-served:
 		_ = srv.Close() // the listener is gone; close what it accepted
 		limiter.wait()
-		return fmt.Errorf("health: serving %q: %w", ln.Addr().String(), err)
+		s.logger.Error("health: stopped serving probes: the listener failed", "addr", addr, "err", err)
+		return fmt.Errorf("health: serving %q: %w", addr, err)
 	case <-ctx.Done():
 	}
 
-	// Connections without a complete request have nothing to answer and
-	// would hold Shutdown until their header timeout: close them first.
+	// Connections without a request have nothing to answer and would
+	// hold Shutdown until their header timeout: close them first.
 	limiter.shutdown()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
 	defer cancel()
@@ -272,6 +291,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	<-served
 	limiter.wait()
+	s.logger.Info("health: stopped serving probes", "addr", addr)
 	return nil
 }
 

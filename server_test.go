@@ -1,6 +1,7 @@
 package health
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -270,6 +271,7 @@ func TestHostileRequestsLogNothing(t *testing.T) {
 	s, logs := newTestServer(t)
 	addr, stop := startServing(t, s)
 	defer stop()
+	exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // Serve has logged its start
 	before := logs.String()
 
 	tests := []struct{ raw, status string }{
@@ -293,4 +295,31 @@ func TestHostileRequestsLogNothing(t *testing.T) {
 		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 "+tc.status+" "), "%q: got %q", tc.raw, got)
 	}
 	assert.Equal(t, before, logs.String(), "nothing is logged per request")
+}
+
+// TestOptionsStarIsOurs checks that OPTIONS * reaches the probe handler,
+// which answers 404 with the package's headers: net/http's own handler
+// answers 200 with none of them, after reading any body first.
+func TestOptionsStarIsOurs(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	addr := serveReady(t)
+	for _, raw := range []string{
+		"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+		"OPTIONS * HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n", // the body never comes
+	} {
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(exchange(t, addr, raw))), nil)
+		require.NoError(t, err, "%q", raw)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, 404, resp.StatusCode, "%q", raw)
+		assert.Equal(t, "404 page not found\n", string(body), "%q", raw)
+		for name, want := range map[string]string{
+			"Content-Type":           "text/plain; charset=utf-8",
+			"X-Content-Type-Options": "nosniff",
+			"Cache-Control":          "no-store",
+			"Content-Length":         "19",
+		} {
+			assert.Equal(t, want, resp.Header.Get(name), "%q: %s", raw, name)
+		}
+	}
 }

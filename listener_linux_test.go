@@ -1,0 +1,159 @@
+package health
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestDeferredAcceptFromTheStart checks that Serve has the kernel hold
+// silent connections from its first moment, not only once a flood has
+// begun: a probe that writes late must survive the first seconds of one.
+func TestDeferredAcceptFromTheStart(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	s, logs := newTestServer(t)
+	ln, err := s.Listen()
+	require.NoError(t, err)
+	addr, stop := startServingOn(t, ln, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
+	// A probe answered proves Serve is past its setup.
+	status, _, err := kubeletProbe(addr, "/healthz")
+	require.NoError(t, err)
+	require.Equal(t, 200, status)
+
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	require.NoError(t, err)
+	var seconds int
+	var serr error
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		seconds, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT)
+	}))
+	require.NoError(t, serr)
+	assert.Positive(t, seconds, "TCP_DEFER_ACCEPT")
+	require.NoError(t, stop())
+	assert.Zero(t, logs.count("cannot defer accept"))
+}
+
+// TestSlowProbeSurvivesChurn is probeflood's load 4 in miniature: a probe
+// whose request comes late, after many newer connections have churned
+// through a full pool. The kernel keeps the silent probe connection until
+// its request arrives, so it is never the oldest waiting connection in the
+// pool; a limiter that accepted it at once would have evicted it.
+func TestSlowProbeSurvivesChurn(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	const limit = 16
+	_, addr, _ := serveReadyLimited(t, limit)
+
+	first := make([]net.Conn, limit)
+	for i := range first {
+		first[i] = dialStalled(t, addr)
+	}
+	probe, err := net.Dial("tcp", addr) // handshake done, request not yet sent
+	require.NoError(t, err)
+	defer probe.Close()
+
+	// Churn: each newcomer evicts the oldest waiting connection, so the
+	// whole first batch goes, and then the oldest of the churn itself. Had
+	// the probe been accepted when it connected, it would have been among
+	// the victims. This has to happen within deferAcceptSeconds, after
+	// which the kernel hands the silent probe over anyway; it takes a small
+	// fraction of that.
+	churn := make([]net.Conn, 2*limit)
+	for i := range churn {
+		churn[i] = dialStalled(t, addr)
+	}
+	assertClosedByServer(t, churn[limit/2], "the churn's own eviction")
+
+	_, err = io.WriteString(probe, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+	require.NoError(t, err)
+	_ = probe.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(probe)
+	require.NoError(t, err, "%q", got)
+	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 200 OK\r\n"), "%q", got)
+	assert.True(t, strings.HasSuffix(string(got), "\r\n\r\nok\n"), "%q", got)
+}
+
+// lowDescriptorChild is set in the environment of the child process that
+// TestLowDescriptorLimit starts.
+const lowDescriptorChild = "HEALTH_TEST_LOW_DESCRIPTOR_CHILD"
+
+// TestLowDescriptorLimit serves from a child process whose descriptor limit
+// is 64, floods it from this one with more stalled and silent clients than
+// that, and probes: the bound is a quarter of the limit, so accept never
+// runs out of descriptors, and every probe is answered.
+func TestLowDescriptorLimit(t *testing.T) {
+	if os.Getenv(lowDescriptorChild) != "" {
+		serveWithLowDescriptorLimit()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLowDescriptorLimit$")
+	cmd.Env = append(os.Environ(), lowDescriptorChild+"=1")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	out := bufio.NewScanner(stdout)
+	require.True(t, out.Scan(), "the child's address; stderr: %s", &stderr)
+	addr, ok := strings.CutPrefix(out.Text(), "addr ")
+	require.True(t, ok, "%q", out.Text())
+
+	stopStalled := flood(t, addr, 100, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false)
+	stopIdle := flood(t, addr, 100, "", false)
+	assertProbesAnswered(t, addr, 10)
+	stopStalled()
+	stopIdle()
+	require.NoError(t, stdin.Close()) // the child stops serving and reports
+	require.True(t, out.Scan(), "the child's report; stderr: %s", &stderr)
+	assert.Equal(t, "limit=16 held=0 errors=0", out.Text(), "stderr: %s", &stderr)
+	require.NoError(t, cmd.Wait())
+}
+
+// serveWithLowDescriptorLimit is the child: it lowers its descriptor
+// limit, serves until its standard input closes, and reports the bound,
+// the connections still held and the error lines it logged.
+func serveWithLowDescriptorLimit() {
+	fail := func(err error) { fmt.Fprintln(os.Stderr, err); os.Exit(1) }
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: 64, Max: 64}); err != nil {
+		fail(err)
+	}
+	logs := &logBuffer{}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slogTo(logs))
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	ln, err := s.Listen()
+	if err != nil {
+		fail(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	fmt.Printf("addr %s\n", ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	// The clients have gone; give their goroutines a moment to end.
+	for i := 0; i < 10000 && s.conns.held.Load() > 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	held := s.conns.held.Load()
+	cancel()
+	if err := <-done; err != nil {
+		fail(err)
+	}
+	fmt.Fprint(os.Stderr, logs.String())
+	fmt.Printf("limit=%d held=%d errors=%d\n", s.conns.limit.Load(), held, logs.count("level=ERROR")+logs.count("out of file descriptors"))
+	os.Exit(0)
+}
