@@ -33,6 +33,12 @@
 //	go run ./cmd/probeflood -load 6 -duration 5s
 //	go run ./cmd/probeflood -load 9 -server plain
 //	go run ./cmd/probeflood -load custom -options 500 -slowloris 0 -idle 0
+//	go run ./cmd/probeflood -soak 5m         # the hostile mix for 5 minutes
+//
+// -soak runs load 9's attackers for the given time while probing, stops
+// them, waits 5 s, and prints the server's current RSS, goroutines and open
+// descriptors before the attack, at its end and after that settle time,
+// with the probes' success over the whole soak.
 //
 // Every connection goes to a loopback address, every loop ends by its
 // deadline, and the attackers' connection count is capped.
@@ -72,6 +78,7 @@ func main() {
 	duration := flag.Duration("duration", 20*time.Second, "how long the prober probes under each load")
 	addr := flag.String("addr", "", "probe and attack this loopback address instead of starting a server (server figures are then not reported)")
 	server := flag.String("server", serverHealth, "the server child: health (the package's Listen + Serve) or plain (an http.Server with the package's Handler and the same timeouts)")
+	soak := flag.Duration("soak", 0, "instead of the loads, run load 9's attackers this long (at most 1h) while probing, then report the server's RSS, goroutines and descriptors before, at the end and 5 s after")
 	flag.Usage = usage
 	flag.Parse()
 	if runtime.GOOS != "linux" {
@@ -89,6 +96,8 @@ func main() {
 		err = fmt.Errorf("unknown -role %q", *role)
 	case *server != serverHealth && *server != serverPlain:
 		err = fmt.Errorf("-server %q: want %s or %s", *server, serverHealth, serverPlain)
+	case *soak != 0:
+		err = runSoak(*soak, *server, *addr)
 	default:
 		err = runLoads(*loads, custom, *duration, *addr, *server)
 	}
@@ -101,7 +110,7 @@ func main() {
 func usage() {
 	out := flag.CommandLine.Output()
 	fmt.Fprintf(out, "usage: probeflood [-load 1,...,%d,custom] [-duration 20s] [-server health|plain] [-addr 127.0.0.1:PORT] [custom load flags]\n", len(allLoads))
-	fmt.Fprintf(out, "\nloads (all of them by default):\n")
+	fmt.Fprintf(out, "       probeflood -soak 5m [-server health|plain]\n\nloads (all of them by default):\n")
 	for _, l := range allLoads {
 		fmt.Fprintf(out, "  %-6d  %s\n", l.id, l.name)
 	}
@@ -109,7 +118,7 @@ func usage() {
 	for k := range kinds {
 		fmt.Fprintf(out, "  %-9s  %s\n", kinds[k].name, kinds[k].help)
 	}
-	fmt.Fprintf(out, "\nhostile mix (load 9): %s\n\n", hostileMix.describe())
+	fmt.Fprintf(out, "\nhostile mix (load 9 and -soak): %s\n\n", hostileMix.describe())
 	flag.PrintDefaults()
 }
 
@@ -123,7 +132,7 @@ type load struct {
 	bar          float64       // the share of probes that must succeed; 0 = report only
 }
 
-// hostileMix is every kind of attacker at once: load 9's.
+// hostileMix is every kind of attacker at once: load 9's, and the soak's.
 var hostileMix = counts{
 	kindSlowloris: 300, kindIdle: 300, kindChurn: -1,
 	kindOptions: 200, kindBigHeader: 200, kindHugeBody: 200, kindSmallBody: 200, kindExpect: 200,

@@ -285,3 +285,11 @@ func TestSummary(t *testing.T) {
 	share, _, _ = summary(nil)
 	assert.Zero(t, share)
 }
+
+// The soak is bounded, and refuses what it could not measure; these
+// return before starting anything.
+func TestSoakBounds(t *testing.T) {
+	assert.ErrorContains(t, runSoak(-time.Second, serverHealth, ""), "want more than 0")
+	assert.ErrorContains(t, runSoak(2*time.Hour, serverHealth, ""), "at most 1h0m0s")
+	assert.ErrorContains(t, runSoak(time.Minute, serverHealth, "127.0.0.1:9101"), "leave -addr out")
+}
