@@ -48,7 +48,7 @@ var kinds = [numKinds]struct{ name, help string }{
 	kindHalfClose: {"halfclose", "a partial request, then a half-close (CloseWrite)"},
 	kindTLS:       {"tls", "a TLS ClientHello on the plain port, then silence"},
 	kindH2:        {"h2", "the HTTP/2 client preface, then silence"},
-	kindNoRead:    {"noread", "a complete GET, then never reads the answer"},
+	kindNoRead:    {"noread", "a complete GET, its answer left unread for 3 s (past the write timeout), then waits for the close"},
 }
 
 func (k kind) String() string { return kinds[k].name }
