@@ -14,22 +14,24 @@ import (
 // every probe meets the full load.
 const warmup = 3 * time.Second
 
-func runLoads(spec string, custom load, d time.Duration, addr string) error {
+func runLoads(spec string, custom load, d time.Duration, addr, server string) error {
 	loads, err := selectLoads(spec, custom)
 	if err != nil {
 		return err
 	}
+	target := "server: " + serverTitle(server)
 	if addr != "" {
 		if err := requireLoopback(addr); err != nil {
 			return err
 		}
+		target = "target: " + addr + " (started elsewhere)"
 	}
-	fmt.Printf("probeflood: %d s of probes per load, a probe to each endpoint every %v, timeout %v\n\n", int(d.Seconds()), probeEvery, probeTimeout)
-	fmt.Println("| load | /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | attacker connects failed | kernel: accept queue overflows / SYN queue full (cookies, drops) | server peak RSS | server peak goroutines | Serve returned after cancel | bar |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("probeflood: %s; %d s of probes per load, a probe to each endpoint every %v, timeout %v\n\n", target, int(d.Seconds()), probeEvery, probeTimeout)
+	fmt.Println("| load | /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | attacker connects failed | kernel: accept queue overflows / SYN queue full (cookies, drops) | server peak RSS | server peak goroutines | server CPU (cores busy) | Serve returned after cancel | bar |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	failed := false
 	for _, l := range loads {
-		row, passed, err := runLoad(l, d, addr)
+		row, passed, err := runLoad(l, d, addr, server)
 		if err != nil {
 			return fmt.Errorf("load %q: %w", l.name, err)
 		}
@@ -91,57 +93,53 @@ func (c *child) stop() (string, error) {
 	return res, err
 }
 
-func runLoad(l load, d time.Duration, addr string) (row string, passed bool, err error) {
-	var server *child
-	if addr == "" {
-		server, err = startChild("-role=server", "--", "-nofile", fmt.Sprint(l.serverNofile))
-		if err != nil {
-			return "", false, err
-		}
-		defer server.cmd.Process.Kill() // a no-op once it has exited
-		if addr, err = server.line("addr"); err != nil {
-			return "", false, err
-		}
-	}
-	attack, err := startChild("-role=attack", "--", "-addr", addr,
-		"-slowloris", fmt.Sprint(l.slowloris), "-idle", fmt.Sprint(l.idle), "-churn", fmt.Sprint(l.churn),
-		"-duration", (warmup + d + 30*time.Second).String())
+// send writes one line to the child's standard input.
+func (c *child) send(line string) error {
+	_, err := io.WriteString(c.stdin, line+"\n")
+	return err
+}
+
+// startServer starts the server child and returns it with its address.
+func startServer(server string, nofile int) (*child, string, error) {
+	c, err := startChild("-role=server", "--", "-server", server, "-nofile", fmt.Sprint(nofile))
 	if err != nil {
-		return "", false, err
+		return nil, "", err
 	}
-	defer attack.cmd.Process.Kill()
-	time.Sleep(warmup)
-
-	kernelBefore := readKernelCounters()
-	results := probeFor(addr, d, l.probeDelay)
-	kernel := readKernelCounters().since(kernelBefore)
-	if _, err := io.WriteString(attack.stdin, "mark\n"); err != nil {
-		return "", false, err
-	}
-
-	serverFigures := "n/a | n/a | n/a"
-	if server != nil {
-		res, err := server.stop() // under load: the attackers are still at it
-		if err != nil {
-			return "", false, err
-		}
-		var goroutines, rssKiB int64
-		var shutdownMs float64
-		if _, err := fmt.Sscanf(res, "goroutines=%d rss_kib=%d shutdown_ms=%f", &goroutines, &rssKiB, &shutdownMs); err != nil {
-			return "", false, fmt.Errorf("server result %q: %w", res, err)
-		}
-		serverFigures = fmt.Sprintf("%.1f MiB | %d | %.0f ms", float64(rssKiB)/1024, goroutines, shutdownMs)
-	}
-	res, err := attack.stop()
+	addr, err := c.line("addr")
 	if err != nil {
-		return "", false, err
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait()
+		return nil, "", err
 	}
-	var dials, dialErrors int64
-	var seconds float64
-	if _, err := fmt.Sscanf(res, "dials=%d seconds=%f dial_errors=%d", &dials, &seconds, &dialErrors); err != nil {
-		return "", false, fmt.Errorf("attacker result %q: %w", res, err)
-	}
+	return c, addr, nil
+}
 
+// startAttack starts the attack child, which stops by itself after d.
+func startAttack(addr string, n counts, d time.Duration) (*child, error) {
+	return startChild(attackArgs(addr, n, d)...)
+}
+
+// stopServer stops the server child and returns its result.
+func stopServer(c *child) (serverResult, error) {
+	res, err := c.stop()
+	if err != nil {
+		return serverResult{}, err
+	}
+	return parseServerResult(res)
+}
+
+// stopAttack stops the attack child and returns its result.
+func stopAttack(c *child) (attackResult, error) {
+	res, err := c.stop()
+	if err != nil {
+		return attackResult{}, err
+	}
+	return parseAttackResult(res)
+}
+
+// probeCells formats the probes' success per endpoint and their latency,
+// and says whether both endpoints reached bar.
+func probeCells(results map[string][]outcome, bar float64) (healthz, readyz, p50, p99 string, passed bool) {
 	passed = true
 	cells := make([]string, 0, 2)
 	var all []outcome
@@ -155,27 +153,86 @@ func runLoad(l load, d time.Duration, addr string) (row string, passed bool, err
 		}
 		cells = append(cells, fmt.Sprintf("%.2f%% (%d/%d)", 100*share, ok, len(results[path])))
 		all = append(all, results[path]...)
-		if l.bar > 0 && share < l.bar {
+		if bar > 0 && share < bar {
 			passed = false
 		}
 	}
-	_, p50, p99 := summary(all)
-	bar := "report only"
-	if l.bar > 0 {
-		verdict := "pass"
-		if !passed {
-			verdict = "FAIL"
+	_, q50, q99 := summary(all)
+	return cells[0], cells[1], roundMs(q50), roundMs(q99), passed
+}
+
+// serverCells formats the server's peak RSS, peak goroutines, CPU and
+// shutdown time.
+func serverCells(r serverResult) string {
+	return fmt.Sprintf("%.1f MiB | %d | %s | %.0f ms", float64(r.rssKiB)/1024, r.goroutines, formatCores(r.cores), r.shutdownMs)
+}
+
+func runLoad(l load, d time.Duration, addr, server string) (row string, passed bool, err error) {
+	var srv *child
+	if addr == "" {
+		if srv, addr, err = startServer(server, l.serverNofile); err != nil {
+			return "", false, err
 		}
-		bar = fmt.Sprintf("≥ %.1f%%: %s", 100*l.bar, verdict)
+		defer srv.cmd.Process.Kill() // a no-op once it has exited
 	}
+	attack, err := startAttack(addr, l.clients, warmup+d+30*time.Second)
+	if err != nil {
+		return "", false, err
+	}
+	defer attack.cmd.Process.Kill()
+	time.Sleep(warmup)
+
+	kernelBefore := readKernelCounters()
+	if srv != nil {
+		if err := srv.send(markStart); err != nil {
+			return "", false, err
+		}
+	}
+	results := probeFor(addr, d, l.probeDelay)
+	if srv != nil {
+		if err := srv.send(markEnd); err != nil {
+			return "", false, err
+		}
+	}
+	kernel := readKernelCounters().since(kernelBefore)
+	if err := attack.send("mark"); err != nil {
+		return "", false, err
+	}
+
+	serverFigures := "n/a | n/a | n/a | n/a"
+	if srv != nil {
+		res, err := stopServer(srv) // under load: the attackers are still at it
+		if err != nil {
+			return "", false, err
+		}
+		serverFigures = serverCells(res)
+	}
+	ar, err := stopAttack(attack)
+	if err != nil {
+		return "", false, err
+	}
+
+	healthz, readyz, p50, p99, passed := probeCells(results, l.bar)
 	name := l.name
 	if l.id > 0 {
 		name = fmt.Sprintf("%d. %s", l.id, l.name)
 	}
-	row = fmt.Sprintf("| %s | %s | %s | %s | %s | %.0f | %d | %d / %d, %d | %s | %s |", name, cells[0], cells[1],
-		roundMs(p50), roundMs(p99), float64(dials)/seconds, dialErrors,
-		kernel.listenOverflows, kernel.synQueueCookies, kernel.synQueueDrops, serverFigures, bar)
+	row = fmt.Sprintf("| %s | %s | %s | %s | %s | %.0f | %d | %d / %d, %d | %s | %s |", name, healthz, readyz,
+		p50, p99, ar.rate(), ar.dialErrors,
+		kernel.listenOverflows, kernel.synQueueCookies, kernel.synQueueDrops, serverFigures, barCell(l.bar, passed))
 	return row, passed, nil
+}
+
+// barCell says what the bar was and whether the probes reached it.
+func barCell(bar float64, passed bool) string {
+	if bar <= 0 {
+		return "report only"
+	}
+	verdict := "pass"
+	if !passed {
+		verdict = "FAIL"
+	}
+	return fmt.Sprintf("≥ %.1f%%: %s", 100*bar, verdict)
 }
 
 func roundMs(d time.Duration) string {

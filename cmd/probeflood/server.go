@@ -3,10 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -16,15 +20,44 @@ import (
 	"github.com/meshnode/health"
 )
 
+// The servers the server child can run (-server).
+const (
+	serverHealth = "health" // the package's Listen and Serve
+	serverPlain  = "plain"  // a plain http.Server with the package's Handler
+)
+
+// serverTitle says in the table's title which server ran.
+func serverTitle(s string) string {
+	if s == serverPlain {
+		return "plain http.Server{Handler: Handler()}, 2 s timeouts, 4 KiB header cap, keep-alive off"
+	}
+	return "health Listen + Serve"
+}
+
+// The lines the parent writes to the server child's standard input. Closing
+// it stops the server.
+const (
+	markStart    = "start"    // probing starts: sample the CPU time used so far
+	markEnd      = "end"      // probing ends: sample it again
+	markSnapshot = "snapshot" // print a snapshot line at once
+)
+
 // runServer is the server child: the package's public API, nothing more,
-// with every latch set so that both endpoints should answer 200. It prints
-// its address, serves until its standard input closes, then reports how
-// long Serve took to return and its own peak RSS and goroutines.
+// with every latch set so that both endpoints should answer 200 (or, with
+// -server plain, a plain http.Server serving the package's Handler). It
+// prints its address, then answers the parent's lines on standard input
+// (markStart, markEnd, markSnapshot) until it closes, then reports how long
+// the server took to return, its own peak RSS and goroutines, and the CPU
+// it used between the marks.
 func runServer(args []string) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	nofile := fs.Uint64("nofile", 0, "set RLIMIT_NOFILE, soft and hard, to this (0: leave it)")
+	serverKind := fs.String("server", serverHealth, "health (Listen + Serve) or plain (an http.Server with Handler)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *serverKind != serverHealth && *serverKind != serverPlain {
+		return fmt.Errorf("-server %q: want %s or %s", *serverKind, serverHealth, serverPlain)
 	}
 	if *nofile > 0 {
 		if err := setNofile(*nofile); err != nil {
@@ -41,7 +74,11 @@ func runServer(args []string) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
+	if *serverKind == serverPlain {
+		go func() { served <- servePlain(ctx, srv.Handler(), ln) }()
+	} else {
+		go func() { served <- srv.Serve(ctx, ln) }()
+	}
 
 	var peak atomic.Int64
 	sampled := make(chan struct{})
@@ -62,21 +99,120 @@ func runServer(args []string) error {
 	}()
 
 	fmt.Printf("addr %s\n", ln.Addr())
-	_, _ = io.Copy(io.Discard, os.Stdin) // the parent closes it to stop us
-	start := time.Now()
+	var start, end cpuSample
+	in := bufio.NewScanner(os.Stdin) // the parent closes it to stop us
+	for in.Scan() {
+		switch in.Text() {
+		case markStart:
+			start, err = sampleCPU()
+		case markEnd:
+			end, err = sampleCPU()
+		case markSnapshot:
+			fmt.Println(takeSnapshot())
+		}
+		if err != nil {
+			cancel()
+			return err
+		}
+	}
+	stopping := time.Now()
 	cancel()
 	serveErr := <-served
-	shutdown := time.Since(start)
+	shutdown := time.Since(stopping)
 	<-sampled
 	if serveErr != nil {
 		return serveErr
 	}
-	fmt.Printf("result goroutines=%d rss_kib=%d shutdown_ms=%.1f\n", peak.Load(), peakRSSKiB(), float64(shutdown.Microseconds())/1000)
+	fmt.Println(serverResult{goroutines: peak.Load(), rssKiB: peakRSSKiB(), shutdownMs: float64(shutdown.Microseconds()) / 1000, cores: coresBusy(start, end)})
 	return nil
 }
 
+// servePlain serves h on ln with a plain http.Server and the package's
+// timeouts and header cap, keep-alive off, until ctx is done; then it shuts
+// down within 5 s, as Serve does, and closes what is still open. Its error
+// log is discarded: at a low descriptor limit net/http logs every accept
+// retry, and the comparison is about probes, not log lines.
+func servePlain(ctx context.Context, h http.Handler, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 2 * time.Second,
+		ReadTimeout:       2 * time.Second,
+		WriteTimeout:      2 * time.Second,
+		IdleTimeout:       2 * time.Second,
+		MaxHeaderBytes:    4096,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	srv.SetKeepAlivesEnabled(false)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// serverResult is the server child's result line.
+type serverResult struct {
+	goroutines int64   // peak
+	rssKiB     int64   // peak, VmHWM
+	shutdownMs float64 // from the cancel to the server's return
+	cores      float64 // CPU busy between the marks, in cores; negative when not measured
+}
+
+func (r serverResult) String() string {
+	return fmt.Sprintf("result goroutines=%d rss_kib=%d shutdown_ms=%.1f cpu_cores=%.3f", r.goroutines, r.rssKiB, r.shutdownMs, r.cores)
+}
+
+// parseServerResult reads a result line, without its "result " prefix.
+func parseServerResult(s string) (serverResult, error) {
+	var r serverResult
+	if _, err := fmt.Sscanf(s, "goroutines=%d rss_kib=%d shutdown_ms=%f cpu_cores=%f", &r.goroutines, &r.rssKiB, &r.shutdownMs, &r.cores); err != nil {
+		return r, fmt.Errorf("server result %q: %w", s, err)
+	}
+	return r, nil
+}
+
+// snapshot is the server's state at one moment: its current resident set,
+// goroutines and open descriptors.
+type snapshot struct {
+	rssKiB     int64 // VmRSS
+	goroutines int64
+	fds        int64 // entries of /proc/self/fd, less the one reading it
+}
+
+func takeSnapshot() snapshot {
+	return snapshot{rssKiB: procStatusKiB("VmRSS:"), goroutines: int64(runtime.NumGoroutine()), fds: openFDs()}
+}
+
+func (s snapshot) String() string {
+	return fmt.Sprintf("snapshot rss_kib=%d goroutines=%d fds=%d", s.rssKiB, s.goroutines, s.fds)
+}
+
+// parseSnapshot reads a snapshot line, without its "snapshot " prefix.
+func parseSnapshot(s string) (snapshot, error) {
+	var r snapshot
+	if _, err := fmt.Sscanf(s, "rss_kib=%d goroutines=%d fds=%d", &r.rssKiB, &r.goroutines, &r.fds); err != nil {
+		return r, fmt.Errorf("server snapshot %q: %w", s, err)
+	}
+	return r, nil
+}
+
 // peakRSSKiB is the process's high-water resident set, VmHWM.
-func peakRSSKiB() int64 {
+func peakRSSKiB() int64 { return procStatusKiB("VmHWM:") }
+
+// procStatusKiB reads one of /proc/self/status's figures in KiB; -1 when it
+// cannot.
+func procStatusKiB(key string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return -1
@@ -84,11 +220,21 @@ func peakRSSKiB() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), key); ok {
 			var kib int64
 			_, _ = fmt.Sscan(rest, &kib)
 			return kib
 		}
 	}
 	return -1
+}
+
+// openFDs counts the process's open descriptors, not counting the one that
+// lists them; -1 when it cannot.
+func openFDs() int64 {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return int64(len(entries)) - 1
 }
