@@ -28,15 +28,17 @@ func connLimit(soft uint64) int {
 	return max(1, int(soft/4))
 }
 
-// maxRequestBytes is the most the limiter lets net/http read from a
-// connection: one byte less than the MaxHeaderBytes + 4 KiB at which
-// net/http gives up on a header. net/http answers that with a 431 and then
-// sleeps 500 ms before closing (its closeWriteAndWait), holding the
-// connection's slot the whole time; so the limiter answers the 431 itself
-// and ends the read, which makes net/http close at once. Keep-alive is off
-// and Serve never reads a body, so a probe's request is all that is ever
-// read.
-const maxRequestBytes = maxHeaderBytes + 4<<10 - 1
+// maxRequestBytes caps what a connection may send before the end of its
+// request header: 4 KiB less a byte, some thirty times a kubelet's request
+// with a few custom headers. It stays below the MaxHeaderBytes + 4 KiB at
+// which net/http gives up on a header itself, because net/http answers that
+// with a 431 and then sleeps 500 ms before closing (its
+// closeWriteAndWait), holding the connection's slot the whole time.
+// Instead the limiter refuses such a request with the same 431 bytes, at
+// accept when the bytes are already there (peekRequest), else by ending the
+// read, and net/http closes at once. Keep-alive is off and Serve never reads
+// a body, so nothing else is ever read.
+const maxRequestBytes = 4<<10 - 1
 
 // response431 is the answer net/http gives an oversized header, byte for
 // byte, so that a client cannot tell who sent it.
@@ -117,7 +119,7 @@ const (
 // Closing the oldest silent connection costs a probe nothing as long as a
 // probe's request is there when it is accepted, and is answered at once
 // once read. The first is the kernel's job on Linux (setDeferAccept and
-// requestComplete, from the first connection on); the second is why Serve
+// peekRequest, from the first connection on); the second is why Serve
 // disables net/http's own OPTIONS handler, never lets net/http read or wait
 // for a body (closeAfterBody) and never lets it read an oversized header
 // (maxRequestBytes): each of those would hold a connection that cannot be
@@ -131,7 +133,7 @@ type connLimiter struct {
 	// or closed: eviction starts this far below limit, so that under a
 	// flood Accept rarely waits for a goroutine to finish.
 	reserve int
-	peek    []byte // Accept's scratch buffer for requestComplete
+	peek    []byte // Accept's scratch buffer for peekRequest
 
 	mu             sync.Mutex
 	released       sync.Cond    // a held connection was released, or shutdown began
@@ -177,7 +179,14 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		}
 		nc, err := l.Listener.Accept()
 		if err == nil {
-			return l.admit(nc), nil
+			switch p := peekRequest(nc, l.peek); p {
+			case peekedOversized:
+				refuse(nc)
+				l.counters.accepted.Add(1)
+			default:
+				return l.admit(nc, p == peekedComplete), nil
+			}
+			continue
 		}
 		if !isOutOfDescriptors(err) {
 			return nil, err
@@ -207,9 +216,8 @@ func (l *connLimiter) makeRoom() error {
 }
 
 // admit counts a newly accepted connection.
-func (l *connLimiter) admit(nc net.Conn) net.Conn {
+func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 	c := &limitedConn{Conn: nc, limiter: l}
-	complete := requestComplete(nc, l.peek) // before the lock: a system call
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.held++
@@ -227,6 +235,25 @@ func (l *connLimiter) admit(nc net.Conn) net.Conn {
 	}
 	return c
 }
+
+// refuse answers a connection whose header is already over the cap as
+// net/http would, and closes it, without handing it to net/http: a flood
+// of oversized headers then costs no goroutine and no buffers. The answer
+// is a few dozen bytes on a fresh socket, so the write never waits.
+func refuse(nc net.Conn) {
+	_, _ = io.WriteString(nc, response431)
+	_ = nc.Close()
+}
+
+// peeked is what Accept saw of a new connection's request before handing
+// it to net/http.
+type peeked uint8
+
+const (
+	peekedIncomplete peeked = iota // nothing yet, part of a header, or no way to look
+	peekedComplete                 // a whole request header
+	peekedOversized                // maxRequestBytes without the end of a header
+)
 
 // outOfDescriptors makes room after accept failed for lack of descriptors,
 // rather than backing off: it closes the oldest connection without a

@@ -28,27 +28,34 @@ func setDeferAccept(rc syscall.RawConn) error {
 	return serr
 }
 
-// requestComplete reports whether a whole request header has already
-// arrived on c, by peeking at the socket's receive queue without consuming
-// it or waiting. buf bounds how much is looked at. A connection accepted
-// with its request complete is protected from eviction before its
-// goroutine has even run, which on a busy machine can come after many
-// newer connections have been accepted.
-func requestComplete(c net.Conn, buf []byte) bool {
+// peekRequest looks at what has already arrived on c, without consuming it
+// or waiting, for the end of a request header. buf, maxRequestBytes long,
+// bounds how much is looked at. A connection accepted with its request
+// complete is protected from eviction before its goroutine has even run,
+// which on a busy machine can come after many newer connections have been
+// accepted; one whose first maxRequestBytes hold no end of header is
+// refused before net/http spends a goroutine and its buffers on it.
+func peekRequest(c net.Conn, buf []byte) peeked {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return false
+		return peekedIncomplete
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return peekedIncomplete
 	}
 	n := 0
 	_ = rc.Read(func(fd uintptr) bool {
 		n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return true // never wait for data: an empty queue is the answer
 	})
-	return n > 0 && headerComplete(buf[:n])
+	switch {
+	case n > 0 && headerComplete(buf[:n]):
+		return peekedComplete
+	case n == len(buf):
+		return peekedOversized
+	}
+	return peekedIncomplete
 }
 
 // headerComplete reports whether p holds the blank line that ends an

@@ -12,6 +12,6 @@ import (
 // is evicted.
 func setDeferAccept(syscall.RawConn) error { return nil }
 
-// requestComplete reports false outside Linux: a connection counts as
-// answering once net/http has read its request.
-func requestComplete(net.Conn, []byte) bool { return false }
+// peekRequest cannot look outside Linux: a connection counts as answering
+// once net/http has read its request.
+func peekRequest(net.Conn, []byte) peeked { return peekedIncomplete }

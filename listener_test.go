@@ -202,8 +202,33 @@ func TestHostileMix(t *testing.T) {
 // as net/http does, now that the limiter refuses the bytes before net/http
 // sees too many of them: the same bytes, and the connection closed.
 func TestOversizedHeaderAnswered431(t *testing.T) {
+	t.Run("refused at accept", func(t *testing.T) { testOversizedHeader(t, func(ln net.Listener) net.Listener { return ln }) })
+	// Without a socket to peek at, the limit on reads refuses it.
+	t.Run("refused on read", func(t *testing.T) {
+		testOversizedHeader(t, func(ln net.Listener) net.Listener { return opaqueListener{ln} })
+	})
+}
+
+// opaqueListener hides the socket of its connections, as a listener made
+// by other means than Listen may.
+type opaqueListener struct{ net.Listener }
+
+func (l opaqueListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return struct{ net.Conn }{c}, nil
+}
+
+func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
-	addr := serveReady(t)
+	s, _ := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	ln, err := s.Listen()
+	require.NoError(t, err)
+	addr, _ := startServingOn(t, wrap(ln), func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
 	for _, size := range []int{maxRequestBytes, 9 << 10, 64 << 10} {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)

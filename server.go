@@ -78,8 +78,8 @@ const (
 	// so none should wait there; the bound makes sure.
 	idleTimeout = 2 * time.Second
 	// maxHeaderBytes is net/http's MaxHeaderBytes. net/http reads up to
-	// 4 KiB more before it gives up, so the cap on a header block is
-	// 8 KiB in all.
+	// 4 KiB more before it gives up; the connection stops it earlier, at
+	// maxRequestBytes, so that it never lingers over a refused header.
 	maxHeaderBytes = 4 << 10
 	// shutdownBound is how long Serve waits, once ctx is done, for
 	// requests in flight before it closes every connection.
