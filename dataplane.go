@@ -20,9 +20,11 @@ const stallPeriods = 3
 func (s *Server) stallBound() time.Duration { return stallPeriods * s.checkPeriod }
 
 // checkVerdict is the data-plane check's contribution to readiness. The zero
-// value is "no verdict": before the first check returns, readiness rests on
-// the latches alone (and on the stall bound, should that first check hang).
+// value is "no check set": readiness rests on the latches alone. Setting a
+// check makes it pending, because a check that has not returned has given
+// no evidence that the data plane works (readiness row 3).
 type checkVerdict struct {
+	pending bool  // a check is set and none has returned or stalled yet
 	err     error // the last check's error; nil when it passed or none returned yet
 	stalled bool  // a check has been running longer than the stall bound
 }
@@ -42,26 +44,32 @@ type poller struct {
 // by the next, never overlapped; one that has not returned after three
 // periods makes readiness report a stall until it does.
 //
+// Readiness needs evidence: from this call until the first check returns
+// (or stalls), /readyz answers "data plane check pending" and Ready
+// returns ErrDataPlaneCheckPending, whatever the latches say. So an agent
+// that uses a check sets it before SetDataPlaneReady: the node then goes
+// from "data plane not configured" to "data plane check pending" to ready,
+// and never answers 200 on the latch alone while its first check runs.
+//
 // A second call replaces the first: the earlier poller stops and its
 // results, even one still in flight, are discarded. The earlier verdict
-// stands until the new fn's first result, so a replacement cannot make the
-// node ready for a moment on no evidence. A nil fn stops any poller and
-// drops the verdict, returning to latch-only readiness.
-//
-// Until the first check returns, readiness rests on the latches alone: the
-// readiness table has no row for a verdict not yet in. So a check that
-// fails at once still lets /readyz answer 200 for the moment it takes to
-// run and report, if every latch is already set.
+// (a pass, a failure, a stall, or still pending) stands until the new
+// fn's first result, so a replacement cannot make the node ready for a
+// moment on no evidence. A nil fn stops any poller and drops the verdict,
+// returning to latch-only readiness.
 //
 // A panic in fn is recovered and counts as a failed check whose error
 // carries the panic value and stack. When ctx is done the poller exits as
-// soon as any running fn returns, and the last verdict stays. A nil ctx
-// means context.Background().
+// soon as any running fn returns, and the last verdict stays; if no check
+// has returned by then, the check stays pending for good, because a check
+// that can no longer run cannot vouch for the data plane. A nil ctx means
+// context.Background().
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.poller != nil {
+	replacing := s.poller != nil
+	if replacing {
 		s.poller.cancel()
 		s.poller = nil
 	}
@@ -72,6 +80,9 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &poller{cancel: cancel}
 	s.poller = p
+	if !replacing {
+		s.setCheck(checkVerdict{pending: true})
+	}
 	go s.poll(pctx, p, fn)
 }
 

@@ -9,9 +9,11 @@
 //
 // Readiness (GET /readyz) is the conjunction of latches that the agent sets
 // as it comes up (registered, data plane configured, event delivery working,
-// no subsystem stopped) and of the last verdict of a background data-plane
-// check. It names the first unmet condition in a fixed order, so that a
-// rolling update never proceeds past a node whose data plane is gone.
+// no subsystem stopped) and, once the agent sets a background data-plane
+// check, of that check's last verdict: until the check has returned once,
+// the node is not ready, because readiness needs evidence. It names the
+// first unmet condition in a fixed order, so that a rolling update never
+// proceeds past a node whose data plane is gone or not yet checked.
 //
 // The endpoints are unauthenticated, so every body is a constant of this
 // package: no node name, address, subsystem name, error text, time or
@@ -41,13 +43,14 @@ const DefaultListen = "127.0.0.1:9101"
 // kubelet logs and the error an operator greps for name the same thing.
 // [Server.Ready] returns errors that wrap these; test with [errors.Is].
 var (
-	ErrRegistrationPending = errors.New("registration pending")
-	ErrDataPlanePending    = errors.New("data plane not configured")
-	ErrDataPlaneLost       = errors.New("data plane lost")
-	ErrDataPlaneStalled    = errors.New("data plane check stalled")
-	ErrDeliveryStopped     = errors.New("event delivery stopped")
-	ErrDeliveryDegraded    = errors.New("event delivery degraded")
-	ErrSubsystemStopped    = errors.New("subsystem stopped")
+	ErrRegistrationPending   = errors.New("registration pending")
+	ErrDataPlanePending      = errors.New("data plane not configured")
+	ErrDataPlaneCheckPending = errors.New("data plane check pending")
+	ErrDataPlaneLost         = errors.New("data plane lost")
+	ErrDataPlaneStalled      = errors.New("data plane check stalled")
+	ErrDeliveryStopped       = errors.New("event delivery stopped")
+	ErrDeliveryDegraded      = errors.New("event delivery degraded")
+	ErrSubsystemStopped      = errors.New("subsystem stopped")
 )
 
 // The only bodies the handler writes. They are fixed bytes, never formatted,
@@ -67,6 +70,7 @@ type reason uint8
 const (
 	reasonRegistrationPending reason = iota
 	reasonDataPlanePending
+	reasonDataPlaneCheckPending
 	reasonDataPlaneLost
 	reasonDataPlaneStalled
 	reasonDeliveryStopped
@@ -79,13 +83,14 @@ const (
 // reason is "not ready: " + the sentinel's text + "\n", built once in
 // readinessResponses.
 var reasons = [...]error{
-	reasonRegistrationPending: ErrRegistrationPending,
-	reasonDataPlanePending:    ErrDataPlanePending,
-	reasonDataPlaneLost:       ErrDataPlaneLost,
-	reasonDataPlaneStalled:    ErrDataPlaneStalled,
-	reasonDeliveryStopped:     ErrDeliveryStopped,
-	reasonDeliveryDegraded:    ErrDeliveryDegraded,
-	reasonSubsystemStopped:    ErrSubsystemStopped,
+	reasonRegistrationPending:   ErrRegistrationPending,
+	reasonDataPlanePending:      ErrDataPlanePending,
+	reasonDataPlaneCheckPending: ErrDataPlaneCheckPending,
+	reasonDataPlaneLost:         ErrDataPlaneLost,
+	reasonDataPlaneStalled:      ErrDataPlaneStalled,
+	reasonDeliveryStopped:       ErrDeliveryStopped,
+	reasonDeliveryDegraded:      ErrDeliveryDegraded,
+	reasonSubsystemStopped:      ErrSubsystemStopped,
 }
 
 // String is the text logged when readiness changes: the sentinel's text, or

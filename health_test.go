@@ -88,6 +88,19 @@ func setCheckVerdict(s *Server, v checkVerdict) {
 	s.setCheck(v)
 }
 
+// readinessChanges returns the log's "readiness changed" lines, from their
+// level on, so that a test can compare the path readiness took, levels
+// included.
+func readinessChanges(logs *logBuffer) []string {
+	var changes []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `msg="health: readiness changed"`) {
+			changes = append(changes, line[strings.Index(line, "level="):])
+		}
+	}
+	return changes
+}
+
 // failingCheck returns a check that always fails with err.
 func failingCheck(err error) func() error { return func() error { return err } }
 

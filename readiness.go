@@ -83,24 +83,24 @@ func (s *Server) SetSubsystemStopped(name string) {
 }
 
 // update recomputes the verdict from the latches and stores it if it
-// changed, logging a change of the /readyz answer once. s.mu must be held:
-// the lock orders the stores, so a probe never sees an older verdict after a
-// newer one.
+// changed, logging a change of the /readyz answer once. The line is written
+// before the verdict is published, so that whoever sees the new answer
+// finds its line in the log. s.mu must be held: the lock orders the stores,
+// so a probe never sees an older verdict after a newer one.
 func (s *Server) update() {
 	next := s.evaluate()
 	prev := s.answer.Load()
 	if next.reason == prev.reason && sameError(next.err, prev.err) {
 		return
 	}
+	if next.reason != prev.reason {
+		if next.reason == reasonReady {
+			s.logger.Info("health: readiness changed", "ready", true)
+		} else {
+			s.logger.Warn("health: readiness changed", "ready", false, "reason", next.reason.String())
+		}
+	}
 	s.answer.Store(next)
-	if next.reason == prev.reason {
-		return // only the detail changed; the /readyz answer did not
-	}
-	if next.reason == reasonReady {
-		s.logger.Info("health: readiness changed", "ready", true)
-	} else {
-		s.logger.Warn("health: readiness changed", "ready", false, "reason", next.reason.String())
-	}
 }
 
 // evaluate walks the conditions in the order of the readiness table and
@@ -111,6 +111,8 @@ func (s *Server) evaluate() *verdict {
 		return &verdict{reasonRegistrationPending, ErrRegistrationPending}
 	case !s.dataPlaneReady:
 		return &verdict{reasonDataPlanePending, ErrDataPlanePending}
+	case s.check.pending:
+		return &verdict{reasonDataPlaneCheckPending, ErrDataPlaneCheckPending}
 	case s.check.err != nil:
 		// Two %w: errors.Is finds both the sentinel and the check's own
 		// error, so the agent can tell "interface missing" from a timeout.

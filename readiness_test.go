@@ -22,6 +22,11 @@ var readinessStates = []struct {
 }{
 	{"fresh server", func(s *Server) {}, 503, "not ready: registration pending\n", ErrRegistrationPending},
 	{"data plane not configured", func(s *Server) { s.SetRegistered() }, 503, "not ready: data plane not configured\n", ErrDataPlanePending},
+	{"data plane check pending", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		setCheckVerdict(s, checkVerdict{pending: true})
+	}, 503, "not ready: data plane check pending\n", ErrDataPlaneCheckPending},
 	{"data plane lost", func(s *Server) {
 		s.SetRegistered()
 		s.SetDataPlaneReady()
@@ -94,7 +99,7 @@ func TestReadinessPrecedence(t *testing.T) {
 	s.SetDeliveryStopped()
 	s.SetDeliveryMode(DeliveryModeDegradedPolling)
 	s.SetSubsystemStopped("wg")
-	setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
+	setCheckVerdict(s, checkVerdict{pending: true})
 
 	steps := []struct {
 		lift     func()
@@ -103,7 +108,8 @@ func TestReadinessPrecedence(t *testing.T) {
 	}{
 		{func() {}, "not ready: registration pending\n", ErrRegistrationPending},
 		{s.SetRegistered, "not ready: data plane not configured\n", ErrDataPlanePending},
-		{s.SetDataPlaneReady, "not ready: data plane lost\n", ErrDataPlaneLost},
+		{s.SetDataPlaneReady, "not ready: data plane check pending\n", ErrDataPlaneCheckPending},
+		{func() { setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true}) }, "not ready: data plane lost\n", ErrDataPlaneLost},
 		{func() { setCheckVerdict(s, checkVerdict{stalled: true}) }, "not ready: data plane check stalled\n", ErrDataPlaneStalled},
 		{func() { setCheckVerdict(s, checkVerdict{}) }, "not ready: event delivery stopped\n", ErrDeliveryStopped},
 	}
