@@ -296,8 +296,8 @@ func TestDataPlaneCheckPending(t *testing.T) {
 		release()
 		eventually(t, func() bool { return s.Ready() == nil }, "ready once the first check passed")
 		assert.Equal(t, []string{
-			`level=WARN msg="health: readiness changed" ready=false reason="data plane not configured"`,
-			`level=WARN msg="health: readiness changed" ready=false reason="data plane check pending"`,
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`,
 			`level=INFO msg="health: readiness changed" ready=true`,
 		}, readinessChanges(logs), "never 200 on the latch alone")
 	})
@@ -320,9 +320,9 @@ func TestDataPlaneCheckPending(t *testing.T) {
 		eventually(t, func() bool { return s.Ready() == nil }, "ready once it returned")
 		cancel()
 		assert.Equal(t, []string{
-			`level=WARN msg="health: readiness changed" ready=false reason="data plane not configured"`,
-			`level=WARN msg="health: readiness changed" ready=false reason="data plane check pending"`,
-			`level=WARN msg="health: readiness changed" ready=false reason="data plane check stalled"`,
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`,
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane check stalled"`,
 			`level=INFO msg="health: readiness changed" ready=true`,
 		}, readinessChanges(logs), "pending until the stall bound, never ready on no evidence")
 	})

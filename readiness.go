@@ -94,13 +94,26 @@ func (s *Server) update() {
 		return
 	}
 	if next.reason != prev.reason {
-		if next.reason == reasonReady {
-			s.logger.Info("health: readiness changed", "ready", true)
-		} else {
-			s.logger.Warn("health: readiness changed", "ready", false, "reason", next.reason.String())
-		}
+		s.logReadinessChange(prev.reason, next.reason)
 	}
 	s.answer.Store(next)
+}
+
+// logReadinessChange logs a change of the /readyz answer. Only leaving
+// ready is a warning: every start walks through "registration pending" and
+// "data plane not configured", and a warning there would teach operators to
+// ignore the one that matters, which is a ready node going out of service.
+// Bring-up progress, recovery and a change from one unmet reason to another
+// are information.
+func (s *Server) logReadinessChange(prev, next reason) {
+	switch {
+	case next == reasonReady:
+		s.logger.Info("health: readiness changed", "ready", true)
+	case prev == reasonReady:
+		s.logger.Warn("health: readiness changed", "ready", false, "reason", next.String())
+	default:
+		s.logger.Info("health: readiness changed", "ready", false, "reason", next.String())
+	}
 }
 
 // evaluate walks the conditions in the order of the readiness table and
