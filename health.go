@@ -15,9 +15,13 @@
 // first unmet condition in a fixed order, so that a rolling update never
 // proceeds past a node whose data plane is gone or not yet checked.
 //
-// The endpoints are unauthenticated, so every body is a constant of this
-// package: no node name, address, subsystem name, error text, time or
-// version ever leaves the process through them. The agent's own,
+// A person debugging a node asks for /readyz?verbose, which lists every
+// condition, met or not, in the Kubernetes API server's format, where
+// /readyz names only the first unmet one.
+//
+// The endpoints are unauthenticated, so every body is made of this
+// package's constants: no node name, address, subsystem name, error text,
+// time or version ever leaves the process through them. The agent's own,
 // authenticated surfaces get the detail from [Server.Ready].
 //
 // A probe takes no lock, writes no log line and allocates nothing: every
@@ -31,7 +35,10 @@
 // may cost the kubelet its probe, nor grow the agent's memory.
 package health
 
-import "errors"
+import (
+	"errors"
+	"math/bits"
+)
 
 // DefaultListen is the loopback address the kubelet's httpGet probe (with
 // host: 127.0.0.1) reaches under hostNetwork. It is loopback because the
@@ -91,6 +98,31 @@ var reasons = [...]error{
 	reasonDeliveryStopped:       ErrDeliveryStopped,
 	reasonDeliveryDegraded:      ErrDeliveryDegraded,
 	reasonSubsystemStopped:      ErrSubsystemStopped,
+}
+
+// reasonSet holds reasons, one bit each: every condition unmet at once,
+// which /readyz?verbose and Status show, where /readyz names only the first.
+type reasonSet uint16
+
+func (rs reasonSet) add(r reason, unmet bool) reasonSet {
+	if unmet {
+		rs |= 1 << r
+	}
+	return rs
+}
+
+// first returns the set's first reason in table order, and reasonReady when
+// the set is empty.
+func (rs reasonSet) first() reason {
+	if rs == 0 {
+		return reasonReady
+	}
+	return reason(bits.TrailingZeros16(uint16(rs)))
+}
+
+// within returns the reasons of rs from first to last, both included.
+func (rs reasonSet) within(first, last reason) reasonSet {
+	return rs & (1<<(last+1) - 1<<first)
 }
 
 // String is the text logged when readiness changes: the sentinel's text, or

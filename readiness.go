@@ -27,11 +27,27 @@ func (m DeliveryMode) ready() bool {
 	return m == DeliveryModeStreaming || m == DeliveryModePullOnly
 }
 
-// verdict is an answer of /readyz and the detailed error Ready returns for
-// it. A verdict is never modified once stored.
+// verdict is everything a probe or Status reads of readiness, computed when
+// a latch or the poller changes it. A verdict is never modified once
+// stored.
 type verdict struct {
-	reason reason
-	err    error
+	reason   reason    // the first unmet condition: the /readyz answer
+	unmet    reasonSet // every unmet condition
+	err      error     // Ready's error: the reason's sentinel, with detail
+	checkSet bool      // a data-plane check is set, so verbose has its line
+	verbose  response  // the /readyz?verbose answer
+}
+
+// newVerdict returns the verdict of the unmet conditions, with its
+// verbose answer built now, so that a verbose probe only loads it.
+func newVerdict(unmet reasonSet, err error, checkSet bool) *verdict {
+	return &verdict{
+		reason:   unmet.first(),
+		unmet:    unmet,
+		err:      err,
+		checkSet: checkSet,
+		verbose:  verboseResponse(unmet, checkSet),
+	}
 }
 
 // Ready returns nil when /readyz would answer 200, and otherwise an error
@@ -88,15 +104,18 @@ func (s *Server) SetSubsystemStopped(name string) {
 // finds its line in the log. s.mu must be held: the lock orders the stores,
 // so a probe never sees an older verdict after a newer one.
 func (s *Server) update() {
-	next := s.evaluate()
+	unmet := s.unmet()
+	first := unmet.first()
+	err := s.detail(first)
+	checkSet := s.poller != nil
 	prev := s.answer.Load()
-	if next.reason == prev.reason && sameError(next.err, prev.err) {
+	if unmet == prev.unmet && checkSet == prev.checkSet && sameError(err, prev.err) {
 		return
 	}
-	if next.reason != prev.reason {
-		s.logReadinessChange(prev.reason, next.reason)
+	if first != prev.reason {
+		s.logReadinessChange(prev.reason, first)
 	}
-	s.answer.Store(next)
+	s.answer.Store(newVerdict(unmet, err, checkSet))
 }
 
 // logReadinessChange logs a change of the /readyz answer. Only leaving
@@ -116,34 +135,44 @@ func (s *Server) logReadinessChange(prev, next reason) {
 	}
 }
 
-// evaluate walks the conditions in the order of the readiness table and
-// returns the first unmet one. s.mu must be held.
-func (s *Server) evaluate() *verdict {
-	switch {
-	case !s.registered:
-		return &verdict{reasonRegistrationPending, ErrRegistrationPending}
-	case !s.dataPlaneReady:
-		return &verdict{reasonDataPlanePending, ErrDataPlanePending}
-	case s.check.pending:
-		return &verdict{reasonDataPlaneCheckPending, ErrDataPlaneCheckPending}
-	case s.check.err != nil:
+// unmet returns every unmet condition of the readiness table. s.mu must be
+// held.
+func (s *Server) unmet() reasonSet {
+	var rs reasonSet
+	rs = rs.add(reasonRegistrationPending, !s.registered)
+	rs = rs.add(reasonDataPlanePending, !s.dataPlaneReady)
+	rs = rs.add(reasonDataPlaneCheckPending, s.check.pending)
+	rs = rs.add(reasonDataPlaneLost, s.check.err != nil)
+	rs = rs.add(reasonDataPlaneStalled, s.check.stalled)
+	rs = rs.add(reasonDeliveryStopped, s.deliveryStopped)
+	rs = rs.add(reasonDeliveryDegraded, !s.mode.ready())
+	rs = rs.add(reasonSubsystemStopped, len(s.stopped) > 0)
+	return rs
+}
+
+// detail returns Ready's error for r: r's sentinel, wrapped with what the
+// agent's authenticated surfaces may see (the check's error, the mode, the
+// stopped subsystems' names). s.mu must be held.
+func (s *Server) detail(r reason) error {
+	switch r {
+	case reasonReady:
+		return nil
+	case reasonDataPlaneLost:
 		// Two %w: errors.Is finds both the sentinel and the check's own
 		// error, so the agent can tell "interface missing" from a timeout.
-		return &verdict{reasonDataPlaneLost, fmt.Errorf("%w: %w", ErrDataPlaneLost, s.check.err)}
-	case s.check.stalled:
-		return &verdict{reasonDataPlaneStalled, fmt.Errorf("%w: a check has not returned within %v", ErrDataPlaneStalled, s.stallBound())}
-	case s.deliveryStopped:
-		return &verdict{reasonDeliveryStopped, ErrDeliveryStopped}
-	case !s.mode.ready():
-		return &verdict{reasonDeliveryDegraded, fmt.Errorf("%w: mode %q", ErrDeliveryDegraded, string(s.mode))}
-	case len(s.stopped) > 0:
+		return fmt.Errorf("%w: %w", ErrDataPlaneLost, s.check.err)
+	case reasonDataPlaneStalled:
+		return fmt.Errorf("%w: a check has not returned within %v", ErrDataPlaneStalled, s.stallBound())
+	case reasonDeliveryDegraded:
+		return fmt.Errorf("%w: mode %q", ErrDeliveryDegraded, string(s.mode))
+	case reasonSubsystemStopped:
 		quoted := make([]string, len(s.stopped))
 		for i, n := range s.stopped {
 			quoted[i] = fmt.Sprintf("%q", n)
 		}
-		return &verdict{reasonSubsystemStopped, fmt.Errorf("%w: %s", ErrSubsystemStopped, strings.Join(quoted, ", "))}
+		return fmt.Errorf("%w: %s", ErrSubsystemStopped, strings.Join(quoted, ", "))
 	}
-	return &verdict{reasonReady, nil}
+	return reasons[r]
 }
 
 func sameError(a, b error) bool {

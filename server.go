@@ -54,7 +54,8 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 		checkPeriod: dataPlaneCheckPeriod,
 		mode:        DeliveryModeStreaming,
 	}
-	s.answer.Store(&verdict{reason: reasonRegistrationPending, err: ErrRegistrationPending})
+	unmet := s.unmet()
+	s.answer.Store(newVerdict(unmet, s.detail(unmet.first()), false))
 	return s
 }
 
@@ -128,8 +129,19 @@ func readinessResponses() [reasonReady + 1]response {
 // Paths match the request's bytes exactly: "/healthz/", "//healthz",
 // "/./healthz" and a percent-encoded "/%68ealthz" are 404, never a redirect
 // (a redirect would echo the request back, and a kubelet would follow it).
-// The query string is ignored. The handler takes no lock, logs nothing and
-// allocates nothing.
+//
+// The query string is ignored, but for the key "verbose" on /readyz, with
+// or without a value, as url.ParseQuery reads the query (so "?verbose",
+// "?verbose=1", "?x=1&verbose" and "?verb%6Fse" count; "?verbosex",
+// "?x=verbose" and "?verbose;x" do not). It asks for the Kubernetes API
+// server's verbose format, for a person debugging a node with curl: one
+// line per condition, "[+]name ok" or "[-]name failed: " and the first
+// unmet row's text, then "readyz check passed" or "readyz check failed".
+// The status and headers are those of plain /readyz, and the words are
+// constants too. /healthz ignores the query.
+//
+// The handler takes no lock, logs nothing and allocates nothing, verbose or
+// not: both answers are built when readiness changes.
 func (s *Server) Handler() http.Handler { return probeHandler{s} }
 
 type probeHandler struct{ s *Server }
@@ -141,7 +153,11 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case "/healthz":
 			resp = &responseOK
 		case "/readyz":
-			resp = &responseReadiness[h.s.answer.Load().reason]
+			v := h.s.answer.Load()
+			resp = &responseReadiness[v.reason]
+			if hasQueryKey(r.URL.RawQuery, "verbose") {
+				resp = &v.verbose
+			}
 		}
 	}
 	if resp != &responseNotFound && r.Method != http.MethodGet && r.Method != http.MethodHead {
