@@ -29,6 +29,41 @@ type checkVerdict struct {
 	stalled bool  // a check has been running longer than the stall bound
 }
 
+// checkCounters count what the checks did, for Status. They are guarded by
+// Server.mu, like the verdict they explain, so that a snapshot is
+// consistent: Failures never exceeds Runs, and a failure in Unmet is
+// already counted. Only the poller and Status touch them, never a probe.
+type checkCounters struct {
+	runs, failures, panics, stalls uint64
+	lastDuration                   time.Duration
+	lastReturned                   time.Time
+}
+
+// record counts a check that returned err after running from start to end.
+func (cc *checkCounters) record(err error, start, end time.Time) {
+	cc.runs++
+	if err != nil {
+		cc.failures++
+	}
+	if _, ok := err.(*checkPanic); ok {
+		cc.panics++
+	}
+	cc.lastDuration = end.Sub(start)
+	cc.lastReturned = end
+}
+
+func (cc *checkCounters) status(installed bool) CheckStatus {
+	return CheckStatus{
+		Installed:    installed,
+		Runs:         cc.runs,
+		Failures:     cc.failures,
+		Panics:       cc.panics,
+		Stalls:       cc.stalls,
+		LastDuration: cc.lastDuration,
+		LastReturned: cc.lastReturned,
+	}
+}
+
 // poller is one SetDataPlaneCheck's background loop. Its fields other than
 // cancel are guarded by Server.mu.
 type poller struct {
@@ -115,8 +150,12 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 	run := p.run
 	s.mu.Unlock()
 
+	// start is read before the timer is armed, so that a check that
+	// stalled has a duration of at least the stall bound.
+	start := time.Now()
 	stall := time.AfterFunc(s.stallBound(), func() { s.markStalled(p, run) })
 	err := callCheck(fn)
+	end := time.Now()
 	stall.Stop()
 
 	s.mu.Lock()
@@ -125,6 +164,7 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 	if s.poller != p {
 		return // replaced while fn ran: this result feeds nothing
 	}
+	s.checks.record(err, start, end)
 	s.setCheck(checkVerdict{err: err})
 }
 
@@ -137,6 +177,7 @@ func (s *Server) markStalled(p *poller, run uint64) {
 	if s.poller != p || p.run != run || !p.inFlight {
 		return
 	}
+	s.checks.stalls++
 	s.setCheck(checkVerdict{err: s.check.err, stalled: true})
 }
 

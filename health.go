@@ -22,7 +22,8 @@
 // The endpoints are unauthenticated, so every body is made of this
 // package's constants: no node name, address, subsystem name, error text,
 // time or version ever leaves the process through them. The agent's own,
-// authenticated surfaces get the detail from [Server.Ready].
+// authenticated surfaces get the detail from [Server.Ready] and the
+// counts from [Server.Status].
 //
 // A probe takes no lock, writes no log line and allocates nothing: every
 // answer is computed when a latch or the poller changes it, and a probe only
@@ -120,9 +121,22 @@ func (rs reasonSet) first() reason {
 	return reason(bits.TrailingZeros16(uint16(rs)))
 }
 
+func (rs reasonSet) has(r reason) bool { return rs&(1<<r) != 0 }
+
 // within returns the reasons of rs from first to last, both included.
 func (rs reasonSet) within(first, last reason) reasonSet {
 	return rs & (1<<(last+1) - 1<<first)
+}
+
+// sentinels returns the sentinel of each reason of rs, in table order.
+func (rs reasonSet) sentinels() []error {
+	var errs []error
+	for r := range reasonReady {
+		if rs.has(r) {
+			errs = append(errs, reasons[r])
+		}
+	}
+	return errs
 }
 
 // String is the text logged when readiness changes: the sentinel's text, or

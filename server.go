@@ -25,6 +25,11 @@ type Server struct {
 	// no lock, no allocation, whatever the rate of probes.
 	answer atomic.Pointer[verdict]
 
+	// probes and conns are counted with atomics, outside mu, so that
+	// counting takes no lock on the probe path or in Serve.
+	probes probeCounters
+	conns  connCounters
+
 	// checkPeriod is dataPlaneCheckPeriod; tests inside the package shorten
 	// it before the first SetDataPlaneCheck.
 	checkPeriod time.Duration
@@ -36,7 +41,8 @@ type Server struct {
 	mode            DeliveryMode
 	stopped         []string // subsystems stopped, each name once, in order
 	check           checkVerdict
-	poller          *poller // the current data-plane poller; nil when none was set
+	checks          checkCounters
+	poller          *poller // the current data-plane poller; nil when none is set
 }
 
 // NewServer returns a Server for cfg, with cfg's defaults applied. A nil
@@ -141,28 +147,33 @@ func readinessResponses() [reasonReady + 1]response {
 // constants too. /healthz ignores the query.
 //
 // The handler takes no lock, logs nothing and allocates nothing, verbose or
-// not: both answers are built when readiness changes.
+// not: both answers are built when readiness changes, and each answer is
+// counted for Status with an atomic.
 func (s *Server) Handler() http.Handler { return probeHandler{s} }
 
 type probeHandler struct{ s *Server }
 
 func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	resp := &responseNotFound
+	resp, counter := &responseNotFound, &h.s.probes.other
 	if r.URL.RawPath == "" {
 		switch r.URL.Path {
 		case "/healthz":
-			resp = &responseOK
+			resp, counter = &responseOK, &h.s.probes.liveness
 		case "/readyz":
 			v := h.s.answer.Load()
-			resp = &responseReadiness[v.reason]
+			resp, counter = &responseReadiness[v.reason], &h.s.probes.readyNotReady
+			if v.reason == reasonReady {
+				counter = &h.s.probes.readyOK
+			}
 			if hasQueryKey(r.URL.RawQuery, "verbose") {
 				resp = &v.verbose
 			}
 		}
 	}
 	if resp != &responseNotFound && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		resp = &responseMethodNotAllowed
+		resp, counter = &responseMethodNotAllowed, &h.s.probes.other
 	}
+	counter.Add(1)
 	header := w.Header()
 	header["Content-Type"] = headerContentType
 	header["X-Content-Type-Options"] = headerNoSniff
