@@ -232,7 +232,7 @@ func formatStatus(st health.Status) string {
 	}
 	fmt.Fprintf(&b, "  check:  %s; %d runs, %d failed, %d panicked, %d stalled", set, c.Runs, c.Failures, c.Panics, c.Stalls)
 	if !c.LastReturned.IsZero() {
-		fmt.Fprintf(&b, "; the last took %v and returned at %s", c.LastDuration, c.LastReturned.Format(time.TimeOnly))
+		fmt.Fprintf(&b, "; the last took %v and returned at %s", c.LastDuration.Round(time.Microsecond), c.LastReturned.Format(time.TimeOnly))
 	}
 	b.WriteString("\n")
 

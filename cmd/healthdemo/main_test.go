@@ -230,7 +230,7 @@ func TestFormatStatus(t *testing.T) {
 			"  probes: 0 healthz ok, 0 readyz ok, 0 readyz not ready, 0 other"},
 		{"busy", health.Status{
 			Unmet:  []error{health.ErrDeliveryDegraded, health.ErrSubsystemStopped},
-			Check:  health.CheckStatus{Installed: true, Runs: 12, Failures: 3, Panics: 1, Stalls: 2, LastDuration: 1500 * time.Microsecond, LastReturned: returned},
+			Check:  health.CheckStatus{Installed: true, Runs: 12, Failures: 3, Panics: 1, Stalls: 2, LastDuration: 1500*time.Microsecond + 42, LastReturned: returned},
 			Conns:  health.ConnStatus{Held: 3, Limit: 256, Accepted: 900, Evicted: 40, Pressure: true},
 			Probes: health.ProbeCounts{Liveness: 10, ReadyOK: 7, ReadyNotReady: 3, Other: 2},
 		}, "" +
