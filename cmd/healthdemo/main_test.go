@@ -213,7 +213,8 @@ func TestDemoCheckPending(t *testing.T) {
 	assert.Equal(t, "  unmet:  data plane check pending", d.next(t))
 	assert.Equal(t, "  check:  set; 0 runs, 0 failed, 0 panicked, 0 stalled", d.next(t))
 	assert.NotContains(t, d.stderr.String(), "ready=true", "the check is set before the latch: never ready on the latch alone")
-	d.stop(t) // the slow check stops waiting with the demo's context
+	d.stop(t)            // the slow check stops waiting with the demo's context
+	goleak.VerifyNone(t) // and the poller has recorded its result
 	assert.NotContains(t, d.stderr.String(), "data-plane check failed", "stopping is not a failure")
 }
 
