@@ -62,6 +62,11 @@ var probeRoutes = []struct {
 	{"readyz_ready", "GET", "/readyz", true, 200},
 	{"readyz_not_ready", "GET", "/readyz", false, 503},
 	{"head_readyz", "HEAD", "/readyz", true, 200},
+	{"readyz_verbose_ready", "GET", "/readyz?verbose", true, 200},
+	{"readyz_verbose_not_ready", "GET", "/readyz?verbose", false, 503},
+	{"head_readyz_verbose", "HEAD", "/readyz?x=1&verbose=1", true, 200},
+	{"readyz_verbose_escaped", "GET", "/readyz?a=1;b&verb%6Fse", false, 503},
+	{"readyz_query_not_verbose", "GET", "/readyz?verbosex=1&x=verbose", true, 200},
 	{"not_found", "GET", "/metrics", false, 404},
 	{"method_not_allowed", "POST", "/healthz", false, 405},
 }

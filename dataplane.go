@@ -20,11 +20,48 @@ const stallPeriods = 3
 func (s *Server) stallBound() time.Duration { return stallPeriods * s.checkPeriod }
 
 // checkVerdict is the data-plane check's contribution to readiness. The zero
-// value is "no verdict": before the first check returns, readiness rests on
-// the latches alone (and on the stall bound, should that first check hang).
+// value is "no check set": readiness rests on the latches alone. Setting a
+// check makes it pending, because a check that has not returned has given
+// no evidence that the data plane works (readiness row 3).
 type checkVerdict struct {
+	pending bool  // a check is set and none has returned or stalled yet
 	err     error // the last check's error; nil when it passed or none returned yet
 	stalled bool  // a check has been running longer than the stall bound
+}
+
+// checkCounters count what the checks did, for Status. They are guarded by
+// Server.mu, like the verdict they explain, so that a snapshot is
+// consistent: Failures never exceeds Runs, and a failure in Unmet is
+// already counted. Only the poller and Status touch them, never a probe.
+type checkCounters struct {
+	runs, failures, panics, stalls uint64
+	lastDuration                   time.Duration
+	lastReturned                   time.Time
+}
+
+// record counts a check that returned err after running from start to end.
+func (cc *checkCounters) record(err error, start, end time.Time) {
+	cc.runs++
+	if err != nil {
+		cc.failures++
+	}
+	if _, ok := err.(*checkPanic); ok {
+		cc.panics++
+	}
+	cc.lastDuration = end.Sub(start)
+	cc.lastReturned = end
+}
+
+func (cc *checkCounters) status(installed bool) CheckStatus {
+	return CheckStatus{
+		Installed:    installed,
+		Runs:         cc.runs,
+		Failures:     cc.failures,
+		Panics:       cc.panics,
+		Stalls:       cc.stalls,
+		LastDuration: cc.lastDuration,
+		LastReturned: cc.lastReturned,
+	}
 }
 
 // poller is one SetDataPlaneCheck's background loop. Its fields other than
@@ -42,26 +79,32 @@ type poller struct {
 // by the next, never overlapped; one that has not returned after three
 // periods makes readiness report a stall until it does.
 //
+// Readiness needs evidence: from this call until the first check returns
+// (or stalls), /readyz answers "data plane check pending" and Ready
+// returns ErrDataPlaneCheckPending, whatever the latches say. So an agent
+// that uses a check sets it before SetDataPlaneReady: the node then goes
+// from "data plane not configured" to "data plane check pending" to ready,
+// and never answers 200 on the latch alone while its first check runs.
+//
 // A second call replaces the first: the earlier poller stops and its
 // results, even one still in flight, are discarded. The earlier verdict
-// stands until the new fn's first result, so a replacement cannot make the
-// node ready for a moment on no evidence. A nil fn stops any poller and
-// drops the verdict, returning to latch-only readiness.
-//
-// Until the first check returns, readiness rests on the latches alone: the
-// readiness table has no row for a verdict not yet in. So a check that
-// fails at once still lets /readyz answer 200 for the moment it takes to
-// run and report, if every latch is already set.
+// (a pass, a failure, a stall, or still pending) stands until the new
+// fn's first result, so a replacement cannot make the node ready for a
+// moment on no evidence. A nil fn stops any poller and drops the verdict,
+// returning to latch-only readiness.
 //
 // A panic in fn is recovered and counts as a failed check whose error
 // carries the panic value and stack. When ctx is done the poller exits as
-// soon as any running fn returns, and the last verdict stays. A nil ctx
-// means context.Background().
+// soon as any running fn returns, and the last verdict stays; if no check
+// has returned by then, the check stays pending for good, because a check
+// that can no longer run cannot vouch for the data plane. A nil ctx means
+// context.Background().
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.poller != nil {
+	replacing := s.poller != nil
+	if replacing {
 		s.poller.cancel()
 		s.poller = nil
 	}
@@ -72,6 +115,9 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &poller{cancel: cancel}
 	s.poller = p
+	if !replacing {
+		s.setCheck(checkVerdict{pending: true})
+	}
 	go s.poll(pctx, p, fn)
 }
 
@@ -104,8 +150,12 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 	run := p.run
 	s.mu.Unlock()
 
+	// start is read before the timer is armed, so that a check that
+	// stalled has a duration of at least the stall bound.
+	start := time.Now()
 	stall := time.AfterFunc(s.stallBound(), func() { s.markStalled(p, run) })
 	err := callCheck(fn)
+	end := time.Now()
 	stall.Stop()
 
 	s.mu.Lock()
@@ -114,6 +164,7 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 	if s.poller != p {
 		return // replaced while fn ran: this result feeds nothing
 	}
+	s.checks.record(err, start, end)
 	s.setCheck(checkVerdict{err: err})
 }
 
@@ -126,6 +177,7 @@ func (s *Server) markStalled(p *poller, run uint64) {
 	if s.poller != p || p.run != run || !p.inFlight {
 		return
 	}
+	s.checks.stalls++
 	s.setCheck(checkVerdict{err: s.check.err, stalled: true})
 }
 

@@ -256,3 +256,156 @@ func TestDataPlaneCheck(t *testing.T) {
 		s.SetDataPlaneCheck(nilCtx, nil)
 	})
 }
+
+// firstCallBlocks returns a check whose first call closes started and
+// blocks until release is called; every call then returns result.
+func firstCallBlocks(result error) (check func() error, started <-chan struct{}, release func()) {
+	startedCh, releaseCh := make(chan struct{}), make(chan struct{})
+	var first, released sync.Once
+	check = func() error {
+		first.Do(func() {
+			close(startedCh)
+			<-releaseCh
+		})
+		return result
+	}
+	return check, startedCh, func() { released.Do(func() { close(releaseCh) }) }
+}
+
+// TestDataPlaneCheckPending is readiness row 3: a set check that has not
+// returned yet has given no evidence, so the node is not ready.
+func TestDataPlaneCheckPending(t *testing.T) {
+	t.Run("from the call until the first result, set before SetDataPlaneReady", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newTestServer(t)
+		s.checkPeriod = time.Hour // no stall can intervene
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		check, started, release := firstCallBlocks(nil)
+		defer release()
+		s.SetRegistered()
+		s.SetDataPlaneCheck(ctx, check)
+		<-started
+		assert.ErrorIs(t, s.Ready(), ErrDataPlanePending, "row 2 comes before row 3")
+		s.SetDataPlaneReady()
+		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready())
+		rec := serve(s.Handler(), http.MethodGet, "/readyz")
+		assert.Equal(t, 503, rec.Code)
+		assert.Equal(t, "not ready: data plane check pending\n", rec.Body.String())
+
+		release()
+		eventually(t, func() bool { return s.Ready() == nil }, "ready once the first check passed")
+		assert.Equal(t, []string{
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`,
+			`level=INFO msg="health: readiness changed" ready=true`,
+		}, readinessChanges(logs), "never 200 on the latch alone")
+	})
+
+	t.Run("a first check that hangs is pending, then stalled", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newTestServer(t)
+		s.checkPeriod = time.Millisecond
+		check, started, release := firstCallBlocks(nil)
+		defer release()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetRegistered()
+		s.SetDataPlaneCheck(ctx, check)
+		s.SetDataPlaneReady()
+		<-started
+		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneStalled) }, "stalled")
+		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
+		release()
+		eventually(t, func() bool { return s.Ready() == nil }, "ready once it returned")
+		cancel()
+		assert.Equal(t, []string{
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`,
+			`level=INFO msg="health: readiness changed" ready=false reason="data plane check stalled"`,
+			`level=INFO msg="health: readiness changed" ready=true`,
+		}, readinessChanges(logs), "pending until the stall bound, never ready on no evidence")
+	})
+
+	t.Run("the stall timer ends pending", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newTestServer(t)
+		s.checkPeriod = time.Hour
+		check, started, release := firstCallBlocks(nil)
+		defer release()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		s.SetDataPlaneCheck(ctx, check)
+		<-started
+		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready())
+		// Fire the stall timer now, as it would after three periods.
+		s.mu.Lock()
+		p, run := s.poller, s.poller.run
+		s.mu.Unlock()
+		s.markStalled(p, run)
+		assert.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
+		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
+	})
+
+	t.Run("a replacement keeps the earlier verdict, or pending with none", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newTestServer(t)
+		s.checkPeriod = time.Hour
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+
+		first, firstStarted, releaseFirst := firstCallBlocks(errPlantedCheck)
+		defer releaseFirst()
+		s.SetDataPlaneCheck(ctx, first)
+		<-firstStarted
+		second, secondStarted, releaseSecond := firstCallBlocks(nil)
+		defer releaseSecond()
+		s.SetDataPlaneCheck(ctx, second)
+		<-secondStarted
+		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready(), "no verdict yet: row 3 stands")
+		releaseFirst()
+		releaseSecond()
+		eventually(t, func() bool { return s.Ready() == nil }, "the new check's first result")
+
+		third, thirdStarted, releaseThird := firstCallBlocks(errPlantedCheck)
+		defer releaseThird()
+		s.SetDataPlaneCheck(ctx, third)
+		<-thirdStarted
+		assert.NoError(t, s.Ready(), "the earlier pass stands until the new check's first result")
+		releaseThird()
+		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneLost) }, "the new check's first result")
+	})
+
+	t.Run("a nil fn ends pending: latch-only readiness", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newTestServer(t)
+		s.checkPeriod = time.Hour
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		check, started, release := firstCallBlocks(nil)
+		defer release()
+		s.SetDataPlaneCheck(context.Background(), check)
+		<-started
+		require.Equal(t, ErrDataPlaneCheckPending, s.Ready())
+		s.SetDataPlaneCheck(context.Background(), nil)
+		assert.NoError(t, s.Ready())
+		assert.Equal(t, "ok\n", serve(s.Handler(), "GET", "/readyz").Body.String())
+	})
+
+	t.Run("a ctx that ends before any verdict leaves it pending", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newTestServer(t)
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.SetDataPlaneCheck(ctx, func() error { panic("must not run") })
+		goleak.VerifyNone(t) // the poller has exited
+		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready(), "a check that can no longer run cannot vouch")
+		assert.Equal(t, "not ready: data plane check pending\n", serve(s.Handler(), "GET", "/readyz").Body.String())
+	})
+}

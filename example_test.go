@@ -7,6 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"time"
 
 	"github.com/meshnode/health"
 )
@@ -48,8 +52,16 @@ func Example() {
 	fmt.Println("starting: ", get(base+"/readyz"))
 
 	srv.SetRegistered() // the node registered with the control plane
-	srv.SetDataPlaneReady()
+	// The check is set before SetDataPlaneReady: from then on readiness
+	// waits for the check's first verdict ("data plane check pending"),
+	// so the node never answers 200 on the latch alone.
 	srv.SetDataPlaneCheck(ctx, func() error { return nil }) // e.g. the wg0 link is up
+	srv.SetDataPlaneReady()
+	// An agent goes on at once; this example waits for the first verdict
+	// only so that its output is fixed.
+	for errors.Is(srv.Ready(), health.ErrDataPlaneCheckPending) {
+		time.Sleep(time.Millisecond)
+	}
 	fmt.Println("up:       ", get(base+"/readyz"))
 
 	srv.SetDeliveryMode(health.DeliveryMode("degraded_polling")) // from the agent's own mode type
@@ -81,6 +93,203 @@ func ExampleServer_Ready() {
 	// Output:
 	// subsystem stopped: "route-sync"
 	// true
+}
+
+// An agent whose check takes a while (it pings the mesh peers, say) sets
+// it before SetDataPlaneReady, so that readiness goes from "data plane not
+// configured" to "data plane check pending" to ready, and never passes
+// through 200 before the check has vouched for the data plane.
+func ExampleServer_SetDataPlaneCheck() {
+	srv := health.NewServer(health.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // stops the poller
+	peersAnswered := make(chan struct{})
+	pingPeers := func() error {
+		<-peersAnswered // stands for the round trips to the mesh peers
+		return nil
+	}
+
+	srv.SetRegistered()
+	srv.SetDataPlaneCheck(ctx, pingPeers)
+	fmt.Println(srv.Ready())
+	srv.SetDataPlaneReady() // the interface and firewall chain are configured
+	fmt.Println(srv.Ready())
+	close(peersAnswered)
+	for errors.Is(srv.Ready(), health.ErrDataPlaneCheckPending) {
+		time.Sleep(time.Millisecond) // the first check's verdict is on its way
+	}
+	fmt.Println(srv.Ready())
+	// Output:
+	// data plane not configured
+	// data plane check pending
+	// <nil>
+}
+
+// A person debugging a node with curl asks /readyz?verbose for every
+// condition at once, in the Kubernetes API server's format; plain /readyz
+// names only the first unmet one. Neither carries a name or an error.
+func ExampleServer_Handler_verbose() {
+	srv := health.NewServer(health.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.SetRegistered()
+	srv.SetDataPlaneReady()
+	srv.SetDeliveryStopped()
+	srv.SetSubsystemStopped("route-sync")
+
+	for _, target := range []string{"/readyz", "/readyz?verbose"} {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+		fmt.Printf("%s: %d\n%s", target, rec.Code, rec.Body)
+	}
+	// Output:
+	// /readyz: 503
+	// not ready: event delivery stopped
+	// /readyz?verbose: 503
+	// [+]registration ok
+	// [+]data-plane ok
+	// [-]event-delivery failed: event delivery stopped
+	// [-]subsystems failed: subsystem stopped
+	// readyz check failed
+}
+
+// conditions name the rows of the readiness table for the health_unmet
+// metric, one series each.
+var conditions = []struct {
+	label string
+	err   error
+}{
+	{"registration_pending", health.ErrRegistrationPending},
+	{"data_plane_not_configured", health.ErrDataPlanePending},
+	{"data_plane_check_pending", health.ErrDataPlaneCheckPending},
+	{"data_plane_lost", health.ErrDataPlaneLost},
+	{"data_plane_check_stalled", health.ErrDataPlaneStalled},
+	{"event_delivery_stopped", health.ErrDeliveryStopped},
+	{"event_delivery_degraded", health.ErrDeliveryDegraded},
+	{"subsystem_stopped", health.ErrSubsystemStopped},
+}
+
+// writeMetrics writes st in the Prometheus text exposition format. An
+// agent calls it from its own metrics endpoint, never from the probe port,
+// whose endpoints are unauthenticated.
+func writeMetrics(w io.Writer, st health.Status) {
+	family := func(name, typ, help string) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	one := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	unixSeconds := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return float64(t.UnixNano()) / 1e9
+	}
+
+	for _, m := range []struct {
+		name, typ, help string
+		value           float64
+	}{
+		{"health_ready", "gauge", "Whether /readyz answers 200.", one(len(st.Unmet) == 0)},
+		{"health_check_installed", "gauge", "Whether a data-plane check is set.", one(st.Check.Installed)},
+		{"health_check_runs_total", "counter", "Data-plane checks that returned, failures and panics included.", float64(st.Check.Runs)},
+		{"health_check_failures_total", "counter", "Data-plane checks that returned an error or panicked.", float64(st.Check.Failures)},
+		{"health_check_panics_total", "counter", "Data-plane checks that panicked.", float64(st.Check.Panics)},
+		{"health_check_stalls_total", "counter", "Data-plane checks that ran past the stall bound.", float64(st.Check.Stalls)},
+		{"health_check_last_duration_seconds", "gauge", "How long the last returned data-plane check ran.", st.Check.LastDuration.Seconds()},
+		{"health_check_last_return_timestamp_seconds", "gauge", "When the last data-plane check returned; 0 before the first.", unixSeconds(st.Check.LastReturned)},
+		{"health_conns_held", "gauge", "Connections the probe listener holds now.", float64(st.Conns.Held)},
+		{"health_conns_limit", "gauge", "The bound on connections held.", float64(st.Conns.Limit)},
+		{"health_conns_accepted_total", "counter", "Connections the probe listener accepted.", float64(st.Conns.Accepted)},
+		{"health_conns_evicted_total", "counter", "Connections closed to make room: a local flood's signature.", float64(st.Conns.Evicted)},
+		{"health_conns_pressure", "gauge", "Whether the probe listener evicted within the last 10 seconds.", one(st.Conns.Pressure)},
+	} {
+		family(m.name, m.typ, m.help)
+		fmt.Fprintf(w, "%s %g\n", m.name, m.value)
+	}
+	family("health_unmet", "gauge", "Whether a readiness condition is unmet, one series per row of the readiness table.")
+	for _, c := range conditions {
+		fmt.Fprintf(w, "health_unmet{condition=\"%s\"} %g\n", c.label, one(slices.Contains(st.Unmet, c.err)))
+	}
+	family("health_probes_total", "counter", "Answers of the probe handler, by answer.")
+	fmt.Fprintf(w, "health_probes_total{answer=\"healthz_ok\"} %d\n", st.Probes.Liveness)
+	fmt.Fprintf(w, "health_probes_total{answer=\"readyz_ok\"} %d\n", st.Probes.ReadyOK)
+	fmt.Fprintf(w, "health_probes_total{answer=\"readyz_not_ready\"} %d\n", st.Probes.ReadyNotReady)
+	fmt.Fprintf(w, "health_probes_total{answer=\"other\"} %d\n", st.Probes.Other)
+}
+
+// The agent's metrics collector reads Status at scrape time and writes it
+// in the Prometheus text format, with the standard library alone. Unlike
+// Ready, Status lists every unmet condition, so a stopped subsystem shows
+// even behind degraded delivery.
+func ExampleServer_Status() {
+	srv := health.NewServer(health.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.SetRegistered()
+	srv.SetDataPlaneReady()
+	srv.SetDeliveryMode(health.DeliveryModeDegradedPolling)
+	srv.SetSubsystemStopped("route-sync")
+	for _, target := range []string{"/healthz", "/readyz", "/readyz?verbose", "/metrics"} {
+		srv.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, target, nil))
+	}
+
+	writeMetrics(os.Stdout, srv.Status())
+	// Output:
+	// # HELP health_ready Whether /readyz answers 200.
+	// # TYPE health_ready gauge
+	// health_ready 0
+	// # HELP health_check_installed Whether a data-plane check is set.
+	// # TYPE health_check_installed gauge
+	// health_check_installed 0
+	// # HELP health_check_runs_total Data-plane checks that returned, failures and panics included.
+	// # TYPE health_check_runs_total counter
+	// health_check_runs_total 0
+	// # HELP health_check_failures_total Data-plane checks that returned an error or panicked.
+	// # TYPE health_check_failures_total counter
+	// health_check_failures_total 0
+	// # HELP health_check_panics_total Data-plane checks that panicked.
+	// # TYPE health_check_panics_total counter
+	// health_check_panics_total 0
+	// # HELP health_check_stalls_total Data-plane checks that ran past the stall bound.
+	// # TYPE health_check_stalls_total counter
+	// health_check_stalls_total 0
+	// # HELP health_check_last_duration_seconds How long the last returned data-plane check ran.
+	// # TYPE health_check_last_duration_seconds gauge
+	// health_check_last_duration_seconds 0
+	// # HELP health_check_last_return_timestamp_seconds When the last data-plane check returned; 0 before the first.
+	// # TYPE health_check_last_return_timestamp_seconds gauge
+	// health_check_last_return_timestamp_seconds 0
+	// # HELP health_conns_held Connections the probe listener holds now.
+	// # TYPE health_conns_held gauge
+	// health_conns_held 0
+	// # HELP health_conns_limit The bound on connections held.
+	// # TYPE health_conns_limit gauge
+	// health_conns_limit 0
+	// # HELP health_conns_accepted_total Connections the probe listener accepted.
+	// # TYPE health_conns_accepted_total counter
+	// health_conns_accepted_total 0
+	// # HELP health_conns_evicted_total Connections closed to make room: a local flood's signature.
+	// # TYPE health_conns_evicted_total counter
+	// health_conns_evicted_total 0
+	// # HELP health_conns_pressure Whether the probe listener evicted within the last 10 seconds.
+	// # TYPE health_conns_pressure gauge
+	// health_conns_pressure 0
+	// # HELP health_unmet Whether a readiness condition is unmet, one series per row of the readiness table.
+	// # TYPE health_unmet gauge
+	// health_unmet{condition="registration_pending"} 0
+	// health_unmet{condition="data_plane_not_configured"} 0
+	// health_unmet{condition="data_plane_check_pending"} 0
+	// health_unmet{condition="data_plane_lost"} 0
+	// health_unmet{condition="data_plane_check_stalled"} 0
+	// health_unmet{condition="event_delivery_stopped"} 0
+	// health_unmet{condition="event_delivery_degraded"} 1
+	// health_unmet{condition="subsystem_stopped"} 1
+	// # HELP health_probes_total Answers of the probe handler, by answer.
+	// # TYPE health_probes_total counter
+	// health_probes_total{answer="healthz_ok"} 1
+	// health_probes_total{answer="readyz_ok"} 0
+	// health_probes_total{answer="readyz_not_ready"} 2
+	// health_probes_total{answer="other"} 1
 }
 
 func ExampleConfig_Validate() {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -86,11 +87,28 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 // setCheckVerdict records v as the data-plane check's verdict, as the
 // poller would, so that a test can reach the rows the check decides without
-// running one.
+// running one. With no check set, it sets a stand-in poller that runs
+// nothing, because only a set check has a verdict.
 func setCheckVerdict(s *Server, v checkVerdict) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.poller == nil {
+		s.poller = &poller{cancel: func() {}}
+	}
 	s.setCheck(v)
+}
+
+// readinessChanges returns the log's "readiness changed" lines, from their
+// level on, so that a test can compare the path readiness took, levels
+// included.
+func readinessChanges(logs *logBuffer) []string {
+	var changes []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `msg="health: readiness changed"`) {
+			changes = append(changes, line[strings.Index(line, "level="):])
+		}
+	}
+	return changes
 }
 
 // failingCheck returns a check that always fails with err.
@@ -286,11 +304,14 @@ var allowedBodies = func() map[string]bool {
 	return m
 }()
 
-func isAllowedBody(b string) bool { return allowedBodies[b] }
+// isAllowedBody reports whether b is one of the bodies the handler may
+// write: a plain constant or a verbose body made of constant lines.
+func isAllowedBody(b string) bool { return allowedBodies[b] || verboseBodies[b] }
 
 // FuzzHandler parses arbitrary request bytes with net/http's own parser and
 // checks that every answer is one of the constants, with none of the
-// strings planted in the server's state anywhere in the response.
+// strings planted in the server's state anywhere in the response, and that
+// the handler sees the key verbose exactly where url.ParseQuery does.
 func FuzzHandler(f *testing.F) {
 	f.Add("GET", "/readyz", "", "Accept", "*/*")
 	f.Add("HEAD", "/healthz", "verbose=1", "X-Forwarded-For", "10.0.0.1")
@@ -298,6 +319,9 @@ func FuzzHandler(f *testing.F) {
 	f.Add("GET", "/%72eadyz", "", "Connection", "close")
 	f.Add("OPTIONS", "*", "", "Expect", "100-continue")
 	f.Add("GET", "http://node/readyz", "", "Host", "node")
+	f.Add("GET", "/readyz", "verbose", "Accept", "*/*")
+	f.Add("HEAD", "/readyz", "x=1&verb%6Fse=", "Accept", "*/*")
+	f.Add("GET", "/readyz", "x;verbose&verbose=%zz", "Accept", "*/*")
 
 	failing := NewServer(Config{}, discardLogger())
 	failing.SetRegistered()
@@ -308,7 +332,11 @@ func FuzzHandler(f *testing.F) {
 	stopped.SetRegistered()
 	stopped.SetDataPlaneReady()
 	stopped.SetSubsystemStopped(plantedSubsystem)
-	handlers := []http.Handler{failing.Handler(), stopped.Handler()}
+	ready := NewServer(Config{}, discardLogger())
+	ready.SetRegistered()
+	ready.SetDataPlaneReady()
+	setCheckVerdict(ready, checkVerdict{})
+	handlers := []http.Handler{failing.Handler(), stopped.Handler(), ready.Handler()}
 
 	f.Fuzz(func(t *testing.T, method, path, query, name, value string) {
 		target := path
@@ -320,12 +348,22 @@ func FuzzHandler(f *testing.F) {
 		if err != nil {
 			return // net/http answers it with its own 4xx; the handler never sees it
 		}
+		values, _ := url.ParseQuery(req.URL.RawQuery)
+		verbose := hasQueryKey(req.URL.RawQuery, "verbose")
+		// url.ParseQuery gives up beyond 10 000 parameters, which no
+		// request within Serve's header cap reaches.
+		if verbose != values.Has("verbose") && strings.Count(req.URL.RawQuery, "&") < 10000 {
+			t.Fatalf("%q: hasQueryKey says %v, url.ParseQuery %v", req.URL.RawQuery, verbose, !verbose)
+		}
 		for _, h := range handlers {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			body := rec.Body.String()
 			if !isAllowedBody(body) {
 				t.Fatalf("%q: body %q is not a constant", raw, body)
+			}
+			if body != "" && rec.Code != 404 && rec.Code != 405 && req.URL.Path == "/readyz" && verboseBodies[body] != verbose {
+				t.Fatalf("%q: verbose %v, body %q", raw, verbose, body)
 			}
 			switch rec.Code {
 			case 200, 404, 405, 503:

@@ -27,11 +27,27 @@ func (m DeliveryMode) ready() bool {
 	return m == DeliveryModeStreaming || m == DeliveryModePullOnly
 }
 
-// verdict is an answer of /readyz and the detailed error Ready returns for
-// it. A verdict is never modified once stored.
+// verdict is everything a probe or Status reads of readiness, computed when
+// a latch or the poller changes it. A verdict is never modified once
+// stored.
 type verdict struct {
-	reason reason
-	err    error
+	reason   reason    // the first unmet condition: the /readyz answer
+	unmet    reasonSet // every unmet condition
+	err      error     // Ready's error: the reason's sentinel, with detail
+	checkSet bool      // a data-plane check is set, so verbose has its line
+	verbose  response  // the /readyz?verbose answer
+}
+
+// newVerdict returns the verdict of the unmet conditions, with its
+// verbose answer built now, so that a verbose probe only loads it.
+func newVerdict(unmet reasonSet, err error, checkSet bool) *verdict {
+	return &verdict{
+		reason:   unmet.first(),
+		unmet:    unmet,
+		err:      err,
+		checkSet: checkSet,
+		verbose:  verboseResponse(unmet, checkSet),
+	}
 }
 
 // Ready returns nil when /readyz would answer 200, and otherwise an error
@@ -83,52 +99,80 @@ func (s *Server) SetSubsystemStopped(name string) {
 }
 
 // update recomputes the verdict from the latches and stores it if it
-// changed, logging a change of the /readyz answer once. s.mu must be held:
-// the lock orders the stores, so a probe never sees an older verdict after a
-// newer one.
+// changed, logging a change of the /readyz answer once. The line is written
+// before the verdict is published, so that whoever sees the new answer
+// finds its line in the log. s.mu must be held: the lock orders the stores,
+// so a probe never sees an older verdict after a newer one.
 func (s *Server) update() {
-	next := s.evaluate()
+	unmet := s.unmet()
+	first := unmet.first()
+	err := s.detail(first)
+	checkSet := s.poller != nil
 	prev := s.answer.Load()
-	if next.reason == prev.reason && sameError(next.err, prev.err) {
+	if unmet == prev.unmet && checkSet == prev.checkSet && sameError(err, prev.err) {
 		return
 	}
-	s.answer.Store(next)
-	if next.reason == prev.reason {
-		return // only the detail changed; the /readyz answer did not
+	if first != prev.reason {
+		s.logReadinessChange(prev.reason, first)
 	}
-	if next.reason == reasonReady {
+	s.answer.Store(newVerdict(unmet, err, checkSet))
+}
+
+// logReadinessChange logs a change of the /readyz answer. Only leaving
+// ready is a warning: every start walks through "registration pending" and
+// "data plane not configured", and a warning there would teach operators to
+// ignore the one that matters, which is a ready node going out of service.
+// Bring-up progress, recovery and a change from one unmet reason to another
+// are information.
+func (s *Server) logReadinessChange(prev, next reason) {
+	switch {
+	case next == reasonReady:
 		s.logger.Info("health: readiness changed", "ready", true)
-	} else {
-		s.logger.Warn("health: readiness changed", "ready", false, "reason", next.reason.String())
+	case prev == reasonReady:
+		s.logger.Warn("health: readiness changed", "ready", false, "reason", next.String())
+	default:
+		s.logger.Info("health: readiness changed", "ready", false, "reason", next.String())
 	}
 }
 
-// evaluate walks the conditions in the order of the readiness table and
-// returns the first unmet one. s.mu must be held.
-func (s *Server) evaluate() *verdict {
-	switch {
-	case !s.registered:
-		return &verdict{reasonRegistrationPending, ErrRegistrationPending}
-	case !s.dataPlaneReady:
-		return &verdict{reasonDataPlanePending, ErrDataPlanePending}
-	case s.check.err != nil:
+// unmet returns every unmet condition of the readiness table. s.mu must be
+// held.
+func (s *Server) unmet() reasonSet {
+	var rs reasonSet
+	rs = rs.add(reasonRegistrationPending, !s.registered)
+	rs = rs.add(reasonDataPlanePending, !s.dataPlaneReady)
+	rs = rs.add(reasonDataPlaneCheckPending, s.check.pending)
+	rs = rs.add(reasonDataPlaneLost, s.check.err != nil)
+	rs = rs.add(reasonDataPlaneStalled, s.check.stalled)
+	rs = rs.add(reasonDeliveryStopped, s.deliveryStopped)
+	rs = rs.add(reasonDeliveryDegraded, !s.mode.ready())
+	rs = rs.add(reasonSubsystemStopped, len(s.stopped) > 0)
+	return rs
+}
+
+// detail returns Ready's error for r: r's sentinel, wrapped with what the
+// agent's authenticated surfaces may see (the check's error, the mode, the
+// stopped subsystems' names). s.mu must be held.
+func (s *Server) detail(r reason) error {
+	switch r {
+	case reasonReady:
+		return nil
+	case reasonDataPlaneLost:
 		// Two %w: errors.Is finds both the sentinel and the check's own
 		// error, so the agent can tell "interface missing" from a timeout.
-		return &verdict{reasonDataPlaneLost, fmt.Errorf("%w: %w", ErrDataPlaneLost, s.check.err)}
-	case s.check.stalled:
-		return &verdict{reasonDataPlaneStalled, fmt.Errorf("%w: a check has not returned within %v", ErrDataPlaneStalled, s.stallBound())}
-	case s.deliveryStopped:
-		return &verdict{reasonDeliveryStopped, ErrDeliveryStopped}
-	case !s.mode.ready():
-		return &verdict{reasonDeliveryDegraded, fmt.Errorf("%w: mode %q", ErrDeliveryDegraded, string(s.mode))}
-	case len(s.stopped) > 0:
+		return fmt.Errorf("%w: %w", ErrDataPlaneLost, s.check.err)
+	case reasonDataPlaneStalled:
+		return fmt.Errorf("%w: a check has not returned within %v", ErrDataPlaneStalled, s.stallBound())
+	case reasonDeliveryDegraded:
+		return fmt.Errorf("%w: mode %q", ErrDeliveryDegraded, string(s.mode))
+	case reasonSubsystemStopped:
 		quoted := make([]string, len(s.stopped))
 		for i, n := range s.stopped {
 			quoted[i] = fmt.Sprintf("%q", n)
 		}
-		return &verdict{reasonSubsystemStopped, fmt.Errorf("%w: %s", ErrSubsystemStopped, strings.Join(quoted, ", "))}
+		return fmt.Errorf("%w: %s", ErrSubsystemStopped, strings.Join(quoted, ", "))
 	}
-	return &verdict{reasonReady, nil}
+	return reasons[r]
 }
 
 func sameError(a, b error) bool {

@@ -22,6 +22,11 @@ var readinessStates = []struct {
 }{
 	{"fresh server", func(s *Server) {}, 503, "not ready: registration pending\n", ErrRegistrationPending},
 	{"data plane not configured", func(s *Server) { s.SetRegistered() }, 503, "not ready: data plane not configured\n", ErrDataPlanePending},
+	{"data plane check pending", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		setCheckVerdict(s, checkVerdict{pending: true})
+	}, 503, "not ready: data plane check pending\n", ErrDataPlaneCheckPending},
 	{"data plane lost", func(s *Server) {
 		s.SetRegistered()
 		s.SetDataPlaneReady()
@@ -94,7 +99,7 @@ func TestReadinessPrecedence(t *testing.T) {
 	s.SetDeliveryStopped()
 	s.SetDeliveryMode(DeliveryModeDegradedPolling)
 	s.SetSubsystemStopped("wg")
-	setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
+	setCheckVerdict(s, checkVerdict{pending: true})
 
 	steps := []struct {
 		lift     func()
@@ -103,7 +108,8 @@ func TestReadinessPrecedence(t *testing.T) {
 	}{
 		{func() {}, "not ready: registration pending\n", ErrRegistrationPending},
 		{s.SetRegistered, "not ready: data plane not configured\n", ErrDataPlanePending},
-		{s.SetDataPlaneReady, "not ready: data plane lost\n", ErrDataPlaneLost},
+		{s.SetDataPlaneReady, "not ready: data plane check pending\n", ErrDataPlaneCheckPending},
+		{func() { setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true}) }, "not ready: data plane lost\n", ErrDataPlaneLost},
 		{func() { setCheckVerdict(s, checkVerdict{stalled: true}) }, "not ready: data plane check stalled\n", ErrDataPlaneStalled},
 		{func() { setCheckVerdict(s, checkVerdict{}) }, "not ready: event delivery stopped\n", ErrDeliveryStopped},
 	}
@@ -217,7 +223,7 @@ func TestReadinessChangesAreLoggedOnce(t *testing.T) {
 		serve(s.Handler(), http.MethodGet, "/healthz")
 	}
 	want := []string{
-		`level=WARN msg="health: readiness changed" ready=false reason="data plane not configured"`,
+		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
 		`level=INFO msg="health: readiness changed" ready=true`,
 		`level=WARN msg="health: readiness changed" ready=false reason="event delivery degraded"`,
 		`level=ERROR msg="health: subsystem stopped" subsystem="we\"ird name"`,
@@ -227,4 +233,40 @@ func TestReadinessChangesAreLoggedOnce(t *testing.T) {
 		got = append(got, line[strings.Index(line, "level="):])
 	}
 	assert.Equal(t, want, got, "one line per change, none per probe")
+}
+
+// TestReadinessLogLevels walks bring-up, leaving ready, moving between
+// unmet reasons and recovering: each change of the answer is one line, a
+// warning only when it leaves ready.
+func TestReadinessLogLevels(t *testing.T) {
+	s, logs := newTestServer(t)
+	steps := []struct {
+		name   string
+		change func()
+		line   string // the readiness line the step logs; "" for none
+	}{
+		{"registered", s.SetRegistered, `level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`},
+		{"check set", func() { setCheckVerdict(s, checkVerdict{pending: true}) }, ""},
+		{"data plane ready", s.SetDataPlaneReady, `level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`},
+		{"first check passed", func() { setCheckVerdict(s, checkVerdict{}) }, `level=INFO msg="health: readiness changed" ready=true`},
+		{"check failed", func() { setCheckVerdict(s, checkVerdict{err: errPlantedCheck}) }, `level=WARN msg="health: readiness changed" ready=false reason="data plane lost"`},
+		{"check failed again", func() { setCheckVerdict(s, checkVerdict{err: errPlantedCheck}) }, ""},
+		{"check passed, delivery degraded", func() {
+			s.SetDeliveryMode(DeliveryModeDegradedPolling)
+			setCheckVerdict(s, checkVerdict{})
+		}, `level=INFO msg="health: readiness changed" ready=false reason="event delivery degraded"`},
+		{"streaming again", func() { s.SetDeliveryMode(DeliveryModeStreaming) }, `level=INFO msg="health: readiness changed" ready=true`},
+		{"pull only: still ready", func() { s.SetDeliveryMode(DeliveryModePullOnly) }, ""},
+		{"delivery stopped", s.SetDeliveryStopped, `level=WARN msg="health: readiness changed" ready=false reason="event delivery stopped"`},
+	}
+	for _, step := range steps {
+		before := len(readinessChanges(logs))
+		step.change()
+		got := readinessChanges(logs)[before:]
+		if step.line == "" {
+			assert.Empty(t, got, step.name)
+		} else {
+			assert.Equal(t, []string{step.line}, got, step.name)
+		}
+	}
 }

@@ -25,6 +25,11 @@ type Server struct {
 	// no lock, no allocation, whatever the rate of probes.
 	answer atomic.Pointer[verdict]
 
+	// probes and conns are counted with atomics, outside mu, so that
+	// counting takes no lock on the probe path or in Serve.
+	probes probeCounters
+	conns  connCounters
+
 	// checkPeriod is dataPlaneCheckPeriod; tests inside the package shorten
 	// it before the first SetDataPlaneCheck.
 	checkPeriod time.Duration
@@ -36,9 +41,8 @@ type Server struct {
 	mode            DeliveryMode
 	stopped         []string // subsystems stopped, each name once, in order
 	check           checkVerdict
-	poller          *poller // the current data-plane poller; nil when none was set
-
-	conns connCounters // Serve's connections, for Status
+	checks          checkCounters
+	poller          *poller // the current data-plane poller; nil when none is set
 }
 
 // NewServer returns a Server for cfg, with cfg's defaults applied. A nil
@@ -56,7 +60,8 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 		checkPeriod: dataPlaneCheckPeriod,
 		mode:        DeliveryModeStreaming,
 	}
-	s.answer.Store(&verdict{reason: reasonRegistrationPending, err: ErrRegistrationPending})
+	unmet := s.unmet()
+	s.answer.Store(newVerdict(unmet, s.detail(unmet.first()), false))
 	return s
 }
 
@@ -130,25 +135,45 @@ func readinessResponses() [reasonReady + 1]response {
 // Paths match the request's bytes exactly: "/healthz/", "//healthz",
 // "/./healthz" and a percent-encoded "/%68ealthz" are 404, never a redirect
 // (a redirect would echo the request back, and a kubelet would follow it).
-// The query string is ignored. The handler takes no lock, logs nothing and
-// allocates nothing.
+//
+// The query string is ignored, but for the key "verbose" on /readyz, with
+// or without a value, as url.ParseQuery reads the query (so "?verbose",
+// "?verbose=1", "?x=1&verbose" and "?verb%6Fse" count; "?verbosex",
+// "?x=verbose" and "?verbose;x" do not). It asks for the Kubernetes API
+// server's verbose format, for a person debugging a node with curl: one
+// line per condition, "[+]name ok" or "[-]name failed: " and the first
+// unmet row's text, then "readyz check passed" or "readyz check failed".
+// The status and headers are those of plain /readyz, and the words are
+// constants too. /healthz ignores the query.
+//
+// The handler takes no lock, logs nothing and allocates nothing, verbose or
+// not: both answers are built when readiness changes, and each answer is
+// counted for Status with an atomic.
 func (s *Server) Handler() http.Handler { return probeHandler{s} }
 
 type probeHandler struct{ s *Server }
 
 func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	resp := &responseNotFound
+	resp, counter := &responseNotFound, &h.s.probes.other
 	if r.URL.RawPath == "" {
 		switch r.URL.Path {
 		case "/healthz":
-			resp = &responseOK
+			resp, counter = &responseOK, &h.s.probes.liveness
 		case "/readyz":
-			resp = &responseReadiness[h.s.answer.Load().reason]
+			v := h.s.answer.Load()
+			resp, counter = &responseReadiness[v.reason], &h.s.probes.readyNotReady
+			if v.reason == reasonReady {
+				counter = &h.s.probes.readyOK
+			}
+			if hasQueryKey(r.URL.RawQuery, "verbose") {
+				resp = &v.verbose
+			}
 		}
 	}
 	if resp != &responseNotFound && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		resp = &responseMethodNotAllowed
+		resp, counter = &responseMethodNotAllowed, &h.s.probes.other
 	}
+	counter.Add(1)
 	header := w.Header()
 	header["Content-Type"] = headerContentType
 	header["X-Content-Type-Options"] = headerNoSniff

@@ -31,7 +31,11 @@ func TestHandlerResponses(t *testing.T) {
 		{"GET", "/readyz", 503, "not ready: registration pending\n"},
 		{"HEAD", "/readyz", 503, ""},
 		{"GET", "/healthz?verbose=1&exclude=x", 200, "ok\n"},
-		{"GET", "/readyz?verbose", 503, "not ready: registration pending\n"},
+		{"GET", "/readyz?verbose", 503, "[-]registration failed: registration pending\n[-]data-plane failed: data plane not configured\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n"},
+		{"HEAD", "/readyz?verbose", 503, ""},
+		{"GET", "/readyz?verbosex", 503, "not ready: registration pending\n"},
+		{"POST", "/readyz?verbose", 405, "Method Not Allowed\n"},
+		{"GET", "/nothing?verbose", 404, "404 page not found\n"},
 		{"POST", "/healthz", 405, "Method Not Allowed\n"},
 		{"PUT", "/readyz", 405, "Method Not Allowed\n"},
 		{"DELETE", "/readyz", 405, "Method Not Allowed\n"},
@@ -91,6 +95,10 @@ func TestServeOverTCP(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 200, status, "a setter is visible to the next probe")
 	assert.Equal(t, "ok\n", body)
+	status, body, err = kubeletProbe(addr, "/readyz?verbose")
+	require.NoError(t, err)
+	assert.Equal(t, 200, status)
+	assert.Equal(t, "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check passed\n", body)
 
 	assert.NoError(t, stop())
 }

@@ -4,11 +4,15 @@
 //	go run ./cmd/healthdemo
 //	curl -i http://127.0.0.1:9101/healthz
 //	curl -i http://127.0.0.1:9101/readyz
+//	curl -s 'http://127.0.0.1:9101/readyz?verbose'
 //
 // It listens at once, registers after -register-after, brings its data
 // plane up -dataplane-after later and from then on checks that the network
-// interface -iface exists and is up. Type commands on its standard input to
-// drive the rest (type help). Ctrl-C stops it cleanly.
+// interface -iface exists and is up; -check-delay makes each check take
+// that long, to watch "data plane check pending" and, past 15 s, "data
+// plane check stalled". Type commands on its standard input to drive the
+// rest (type help); status prints Ready's text and the Status snapshot.
+// Ctrl-C stops it cleanly.
 package main
 
 import (
@@ -39,7 +43,7 @@ const commandHelp = `commands:
   mode streaming|pull_only|degraded_polling   set the event delivery mode
   delivery-stopped                            latch: event delivery stopped
   subsystem-stopped NAME                      latch: a subsystem stopped
-  status                                      print Ready(), with its detail
+  status                                      print Ready(), with its detail, and Status()
   help                                        print this list`
 
 // run is the whole demo, apart from the process: main gives it the signals
@@ -52,6 +56,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	iface := fs.String("iface", "lo", "network interface whose presence and up state is the data-plane check")
 	registerAfter := fs.Duration("register-after", 2*time.Second, "when the pretend agent registers")
 	dataPlaneAfter := fs.Duration("dataplane-after", 2*time.Second, "how long after registering its data plane comes up")
+	checkDelay := fs.Duration("check-delay", 0, "how long each data-plane check takes (over 15s, it stalls)")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -73,13 +78,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	addr := ln.Addr().String()
-	out.printf("healthdemo: serving on %s\n  curl -i http://%s/healthz\n  curl -i http://%s/readyz\ntype help for commands; Ctrl-C to stop\n", addr, addr, addr)
+	out.printf("healthdemo: serving on %s\n  curl -i http://%s/healthz\n  curl -i http://%s/readyz\n  curl -s 'http://%s/readyz?verbose'\ntype help for commands; Ctrl-C to stop\n", addr, addr, addr, addr)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
-	go startUp(ctx, srv, logger, *registerAfter, *dataPlaneAfter, *iface)
+	go startUp(ctx, srv, logger, *registerAfter, *dataPlaneAfter, slowly(ctx, *checkDelay, interfaceUp(*iface)), *iface)
 	// The reader is not waited for: a read from a terminal cannot be
 	// interrupted, and nothing it does outlives the process.
 	go readCommands(stdin, srv, out)
@@ -93,7 +98,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // startUp walks the agent's start-up on a clock a person can follow.
-func startUp(ctx context.Context, srv *health.Server, logger *slog.Logger, registerAfter, dataPlaneAfter time.Duration, iface string) {
+func startUp(ctx context.Context, srv *health.Server, logger *slog.Logger, registerAfter, dataPlaneAfter time.Duration, check func() error, iface string) {
 	if !sleep(ctx, registerAfter) {
 		return
 	}
@@ -103,8 +108,11 @@ func startUp(ctx context.Context, srv *health.Server, logger *slog.Logger, regis
 		return
 	}
 	logger.Info("healthdemo: data plane configured; checking the interface", "iface", iface)
+	// The check first, then the latch: readiness then waits for the
+	// check's first verdict ("data plane check pending") and never
+	// answers 200 on the latch alone.
+	srv.SetDataPlaneCheck(ctx, check)
 	srv.SetDataPlaneReady()
-	srv.SetDataPlaneCheck(ctx, interfaceUp(iface))
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -129,6 +137,20 @@ func interfaceUp(name string) func() error {
 			return fmt.Errorf("interface %q is down", name)
 		}
 		return nil
+	}
+}
+
+// slowly makes check take d longer, as a slow data-plane check would. It
+// stops waiting when ctx is done, so that the demo stops at once, and still
+// runs the check: the poller records a result that arrives after ctx is
+// done, and a made-up failure would log a readiness change on the way out.
+func slowly(ctx context.Context, d time.Duration, check func() error) func() error {
+	if d <= 0 {
+		return check
+	}
+	return func() error {
+		sleep(ctx, d)
+		return check()
 	}
 }
 
@@ -168,7 +190,7 @@ func runCommand(line string, srv *health.Server) string {
 	case verb == "help" && arg == "":
 		return commandHelp
 	case verb == "status" && arg == "":
-		return status(srv)
+		return status(srv) + "\n" + formatStatus(srv.Status())
 	case verb == "mode" && arg != "" && !strings.Contains(arg, " "):
 		srv.SetDeliveryMode(health.DeliveryMode(arg))
 		return status(srv)
@@ -187,6 +209,41 @@ func status(srv *health.Server) string {
 		return "status: not ready: " + err.Error()
 	}
 	return "status: ready"
+}
+
+// formatStatus writes the Status snapshot as a few indented lines for a
+// person: what is unmet, how the check is doing, the connections Serve
+// holds, and the probes answered.
+func formatStatus(st health.Status) string {
+	var b strings.Builder
+	unmet := make([]string, len(st.Unmet))
+	for i, err := range st.Unmet {
+		unmet[i] = err.Error()
+	}
+	if len(unmet) == 0 {
+		unmet = []string{"none"}
+	}
+	fmt.Fprintf(&b, "  unmet:  %s\n", strings.Join(unmet, ", "))
+
+	c := st.Check
+	set := "not set"
+	if c.Installed {
+		set = "set"
+	}
+	fmt.Fprintf(&b, "  check:  %s; %d runs, %d failed, %d panicked, %d stalled", set, c.Runs, c.Failures, c.Panics, c.Stalls)
+	if !c.LastReturned.IsZero() {
+		fmt.Fprintf(&b, "; the last took %v and returned at %s", c.LastDuration.Round(time.Microsecond), c.LastReturned.Format(time.TimeOnly))
+	}
+	b.WriteString("\n")
+
+	pressure := ""
+	if st.Conns.Pressure {
+		pressure = "; under pressure: it evicted in the last 10 s"
+	}
+	fmt.Fprintf(&b, "  conns:  %d held of %d; %d accepted, %d evicted%s\n", st.Conns.Held, st.Conns.Limit, st.Conns.Accepted, st.Conns.Evicted, pressure)
+	p := st.Probes
+	fmt.Fprintf(&b, "  probes: %d healthz ok, %d readyz ok, %d readyz not ready, %d other", p.Liveness, p.ReadyOK, p.ReadyNotReady, p.Other)
+	return b.String()
 }
 
 // lockedWriter serialises the replies and notices written from several

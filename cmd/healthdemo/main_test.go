@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/meshnode/health"
 )
 
 // demo is a running run() with pipes for its standard streams.
@@ -150,6 +152,13 @@ func TestDemoLifecycle(t *testing.T) {
 
 	d.eventuallyAnswers(t, 200, "ok\n")
 
+	d.send(t, "status")
+	assert.Equal(t, "status: ready", d.nextMatching(t, "status:"))
+	assert.Equal(t, "  unmet:  none", d.next(t))
+	assert.Regexp(t, `^  check:  set; [1-9]\d* runs, 0 failed, 0 panicked, 0 stalled; the last took \S+ and returned at \d\d:\d\d:\d\d$`, d.next(t))
+	assert.Regexp(t, `^  conns:  \d+ held of \d+; \d+ accepted, \d+ evicted$`, d.next(t))
+	assert.Regexp(t, `^  probes: 1 healthz ok, [1-9]\d* readyz ok, [1-9]\d* readyz not ready, 0 other$`, d.next(t))
+
 	d.send(t, "mode degraded_polling")
 	assert.Equal(t, `status: not ready: event delivery degraded: mode "degraded_polling"`, d.nextMatching(t, "status:"))
 	status, body = d.probe(t, "/readyz")
@@ -188,6 +197,55 @@ func TestDemoMissingInterface(t *testing.T) {
 	d.send(t, "status")
 	assert.Equal(t, `status: not ready: data plane lost: interface "wg-missing0": route ip+net: no such network interface`, d.nextMatching(t, "status:"))
 	d.stop(t)
+}
+
+// TestDemoCheckPending runs a check slower than the test: the node stays
+// "data plane check pending" however long its latches have been set.
+func TestDemoCheckPending(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-check-delay", "1h")
+	d.eventuallyAnswers(t, 503, "not ready: data plane check pending\n")
+	status, body := d.probe(t, "/readyz?verbose")
+	assert.Equal(t, 503, status)
+	assert.Equal(t, "[+]registration ok\n[+]data-plane ok\n[-]data-plane-check failed: data plane check pending\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n", body)
+	d.send(t, "status")
+	assert.Equal(t, "status: not ready: data plane check pending", d.nextMatching(t, "status:"))
+	assert.Equal(t, "  unmet:  data plane check pending", d.next(t))
+	assert.Equal(t, "  check:  set; 0 runs, 0 failed, 0 panicked, 0 stalled", d.next(t))
+	assert.NotContains(t, d.stderr.String(), "ready=true", "the check is set before the latch: never ready on the latch alone")
+	d.stop(t)            // the slow check stops waiting with the demo's context
+	goleak.VerifyNone(t) // and the poller has recorded its result
+	assert.NotContains(t, d.stderr.String(), "data-plane check failed", "stopping is not a failure")
+}
+
+func TestFormatStatus(t *testing.T) {
+	returned := time.Date(2025, 3, 1, 12, 3, 4, 0, time.UTC)
+	tests := []struct {
+		name string
+		st   health.Status
+		want string
+	}{
+		{"fresh", health.Status{Unmet: []error{health.ErrRegistrationPending, health.ErrDataPlanePending}}, "" +
+			"  unmet:  registration pending, data plane not configured\n" +
+			"  check:  not set; 0 runs, 0 failed, 0 panicked, 0 stalled\n" +
+			"  conns:  0 held of 0; 0 accepted, 0 evicted\n" +
+			"  probes: 0 healthz ok, 0 readyz ok, 0 readyz not ready, 0 other"},
+		{"busy", health.Status{
+			Unmet:  []error{health.ErrDeliveryDegraded, health.ErrSubsystemStopped},
+			Check:  health.CheckStatus{Installed: true, Runs: 12, Failures: 3, Panics: 1, Stalls: 2, LastDuration: 1500*time.Microsecond + 42, LastReturned: returned},
+			Conns:  health.ConnStatus{Held: 3, Limit: 256, Accepted: 900, Evicted: 40, Pressure: true},
+			Probes: health.ProbeCounts{Liveness: 10, ReadyOK: 7, ReadyNotReady: 3, Other: 2},
+		}, "" +
+			"  unmet:  event delivery degraded, subsystem stopped\n" +
+			"  check:  set; 12 runs, 3 failed, 1 panicked, 2 stalled; the last took 1.5ms and returned at 12:03:04\n" +
+			"  conns:  3 held of 256; 900 accepted, 40 evicted; under pressure: it evicted in the last 10 s\n" +
+			"  probes: 10 healthz ok, 7 readyz ok, 3 readyz not ready, 2 other"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, formatStatus(tc.st))
+		})
+	}
 }
 
 func TestDemoWithoutInput(t *testing.T) {

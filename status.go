@@ -1,0 +1,101 @@
+package health
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Status is a snapshot of the Server for the agent's own code: its metrics
+// collector reads it at scrape time, and its authenticated surfaces show
+// it. The package itself exports no metrics, so that it stays free of any
+// metrics dependency; the package example writes a Status in the
+// Prometheus text format with the standard library alone.
+type Status struct {
+	// Unmet holds the sentinel of every unmet readiness condition, in the
+	// order of the readiness table, where Ready names only the first: a
+	// stopped subsystem behind stopped delivery shows too. It is empty
+	// when the node is ready. Each entry is the sentinel itself, so ==
+	// and errors.Is both find it.
+	Unmet  []error
+	Check  CheckStatus // the data-plane check
+	Conns  ConnStatus  // Serve's connections
+	Probes ProbeCounts // answers of Handler(), wherever it is mounted
+}
+
+// CheckStatus describes the data-plane check (SetDataPlaneCheck). Its
+// counters add up over the Server's life, across replacements and a nil
+// fn, so that a metrics system can treat them as counters. They count the
+// checks whose results feed readiness: the late result of a replaced check
+// is discarded, and not counted either.
+type CheckStatus struct {
+	// Installed is whether a non-nil fn is set. It stays true once the
+	// check's ctx is done, because the check's last verdict (or its
+	// absence) still decides readiness.
+	Installed bool
+	// Runs counts the checks that returned, failures and panics included:
+	// a Runs that stops growing while Installed means the poller is
+	// stuck or its ctx is done.
+	Runs uint64
+	// Failures counts, of Runs, those that returned an error or panicked.
+	Failures uint64
+	// Panics counts, of Failures, those that panicked: a bug in the
+	// check, which the poller survives.
+	Panics uint64
+	// Stalls counts the checks that ran past the stall bound (three
+	// periods), whether or not they returned since.
+	Stalls uint64
+	// LastDuration is how long the last returned check ran: a check that
+	// grows slower warns before one that stalls.
+	LastDuration time.Duration
+	// LastReturned is when the last check returned; zero before the first.
+	LastReturned time.Time
+}
+
+// ProbeCounts count the answers of Handler(), wherever it is mounted, by
+// kind. They tell an operator whether the kubelet reaches the node at all:
+// under hostNetwork, a probe's httpGet.host that misses the listener is
+// the classic mistake, and it shows as counts that do not grow.
+type ProbeCounts struct {
+	Liveness      uint64 // /healthz answered 200
+	ReadyOK       uint64 // /readyz answered 200
+	ReadyNotReady uint64 // /readyz answered 503
+	Other         uint64 // 404 and 405 answers
+}
+
+// probeCounters are ProbeCounts as the handler increments them: atomics,
+// so that counting takes no lock and allocates nothing.
+type probeCounters struct {
+	liveness      atomic.Uint64
+	readyOK       atomic.Uint64
+	readyNotReady atomic.Uint64
+	other         atomic.Uint64
+}
+
+func (pc *probeCounters) counts() ProbeCounts {
+	return ProbeCounts{
+		Liveness:      pc.liveness.Load(),
+		ReadyOK:       pc.readyOK.Load(),
+		ReadyNotReady: pc.readyNotReady.Load(),
+		Other:         pc.other.Load(),
+	}
+}
+
+// Status returns a snapshot of readiness, the data-plane check, Serve's
+// connections and the probes answered. It never slows a probe: probes take
+// no lock, and their counters are atomics. Unmet and Check are read under
+// the lock that orders readiness changes, so they agree with each other
+// (a failed check in Unmet has its failure counted in Check); the probe
+// and connection counters are read one by one while probes go on, so
+// they may be a probe or a connection apart from each other.
+func (s *Server) Status() Status {
+	s.mu.Lock()
+	unmet := s.answer.Load().unmet
+	check := s.checks.status(s.poller != nil)
+	s.mu.Unlock()
+	return Status{
+		Unmet:  unmet.sentinels(),
+		Check:  check,
+		Conns:  s.conns.status(),
+		Probes: s.probes.counts(),
+	}
+}
