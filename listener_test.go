@@ -366,3 +366,132 @@ func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
 	eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
 	assert.Zero(t, s.conns.evicted.Load(), "closed by the server after the answer, not evicted")
 }
+
+// TestStatusUnderFlood reads Serve's connection counters through Status
+// during and after a flood of stalled clients: Evicted grows, Pressure is
+// on, Held never passes Limit, and once the flood ends Held returns to 0.
+func TestStatusUnderFlood(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	s, addr, _ := serveReadyLimited(t, 8)
+	stop := flood(t, addr, 64, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false)
+	assertProbesAnswered(t, addr, 4)
+	during := s.Status().Conns
+	stop()
+	assert.Equal(t, 8, during.Limit)
+	assert.LessOrEqual(t, during.Held, during.Limit)
+	assert.Positive(t, during.Evicted)
+	assert.Greater(t, during.Accepted, during.Evicted)
+	assert.True(t, during.Pressure)
+	eventually(t, func() bool { return s.Status().Conns.Held == 0 }, "Held returns to 0")
+	after := s.Status().Conns
+	assert.GreaterOrEqual(t, after.Evicted, during.Evicted)
+	assert.GreaterOrEqual(t, after.Accepted, during.Accepted+4)
+}
+
+// TestLimiterEvictionOrder drives the limiter without net/http, so that no
+// timeout closes anything and every close is the limiter's: it evicts the
+// connection that has waited longest without a request, never one being
+// answered and never the one admitted last, and logs the flood once.
+func TestLimiterEvictionOrder(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	logs := &logBuffer{}
+	var counters connCounters
+	const limit = 8 // reserve 1: eviction starts at 7 live connections
+	l := newConnLimiter(ln, limit, &counters, slogTo(logs))
+	defer l.Close()
+
+	state := func(c *limitedConn) slotState {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return c.state
+	}
+	// net/http's hooks, as its connection goroutines would call them.
+	hook := func(c *limitedConn, s http.ConnState) { l.trackState(c, s) }
+	var held []*limitedConn
+	// accept takes the next connection, then ends the goroutines of those
+	// the limiter evicted, as net/http's would.
+	accept := func() *limitedConn {
+		t.Helper()
+		client, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = client.Close() })
+		_, err = io.WriteString(client, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
+		require.NoError(t, err)
+		nc, err := l.Accept()
+		require.NoError(t, err)
+		c := nc.(*limitedConn)
+		kept := held[:0]
+		for _, h := range append(held, c) {
+			if state(h) == slotEvicted {
+				hook(h, http.StateClosed)
+			} else {
+				kept = append(kept, h)
+			}
+		}
+		held = kept
+		return c
+	}
+
+	var conns []*limitedConn
+	for i := 0; i < limit-1; i++ {
+		conns = append(conns, accept())
+	}
+	require.Zero(t, counters.evicted.Load())
+	hook(conns[0], http.StateActive) // its request is being answered
+
+	// From here each Accept evicts the oldest waiting connection first.
+	for i := 1; i <= 4; i++ {
+		conns = append(conns, accept())
+		assert.Equal(t, slotReleased, state(conns[i]), "conn %d, the oldest waiting, evicted", i)
+		assert.Equal(t, slotWaiting, state(conns[i+1]), "conn %d kept", i+1)
+	}
+	assert.Equal(t, slotActive, state(conns[0]), "a connection being answered is never evicted")
+	assert.Equal(t, uint64(4), counters.evicted.Load())
+	assert.LessOrEqual(t, counters.held.Load(), int64(limit))
+
+	assert.Equal(t, 1, logs.count(`msg="health: connection slots full; closing the oldest connections that have not sent a request" slots=8`), "logged once, not per eviction")
+}
+
+// TestLimiterSparesTheNewest fills a bound of 2 with a connection being
+// answered and a newcomer whose goroutine may not have read its request
+// yet: Accept waits for a slot rather than evict the newcomer.
+func TestLimiterSparesTheNewest(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var counters connCounters
+	l := newConnLimiter(ln, 2, &counters, discardLogger())
+	defer l.Close()
+	dial := func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
+		require.NoError(t, err)
+	}
+	accept := func() *limitedConn {
+		nc, err := l.Accept()
+		require.NoError(t, err)
+		return nc.(*limitedConn)
+	}
+	dial()
+	answering := accept()
+	l.trackState(answering, http.StateActive)
+	dial()
+	newest := accept()
+
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, _ := l.Accept()
+		accepted <- nc
+	}()
+	dial()
+	l.trackState(answering, http.StateClosed) // its goroutine ends: a slot frees
+	newcomer := <-accepted
+	require.NotNil(t, newcomer)
+	defer newcomer.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, slotWaiting, newest.state, "the newest was not evicted")
+	assert.Zero(t, counters.evicted.Load())
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -77,7 +78,7 @@ func TestHandlerResponses(t *testing.T) {
 
 func TestServeOverTCP(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	s, _ := newTestServer(t)
+	s, logs := newTestServer(t)
 	addr, stop := startServing(t, s)
 
 	status, body, err := kubeletProbe(addr, "/healthz")
@@ -101,6 +102,12 @@ func TestServeOverTCP(t *testing.T) {
 	assert.Equal(t, "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check passed\n", body)
 
 	assert.NoError(t, stop())
+	// One line when Serve starts, naming the address, and one when it
+	// has stopped; none per request.
+	limit := connLimit(softDescriptorLimit())
+	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: serving probes" addr=%s max_conns=%d`, addr, limit)), logs.String())
+	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: stopped serving probes" addr=%s`, addr)), logs.String())
+	assert.Equal(t, 2, logs.count("serving probes"))
 }
 
 func TestListenAddressInUse(t *testing.T) {
