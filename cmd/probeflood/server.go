@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,7 @@ const (
 	markStart    = "start"    // probing starts: sample the CPU time used so far
 	markEnd      = "end"      // probing ends: sample it again
 	markSnapshot = "snapshot" // print a snapshot line at once
+	markRelease  = "release"  // return free memory to the system, then print a snapshot
 )
 
 // runServer is the server child: the package's public API, nothing more,
@@ -68,7 +70,13 @@ func runServer(args []string) error {
 	srv := health.NewServer(health.Config{Listen: "127.0.0.1:0"}, logger)
 	srv.SetRegistered()
 	srv.SetDataPlaneReady()
-	ln, err := srv.Listen()
+	// The plain server listens as http.ListenAndServe does, without the
+	// deferred accept that Listen sets.
+	listen := srv.Listen
+	if *serverKind == serverPlain {
+		listen = func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	}
+	ln, err := listen()
 	if err != nil {
 		return err
 	}
@@ -108,7 +116,10 @@ func runServer(args []string) error {
 		case markEnd:
 			end, err = sampleCPU()
 		case markSnapshot:
-			fmt.Println(takeSnapshot())
+			fmt.Println(takeSnapshot(srv))
+		case markRelease:
+			debug.FreeOSMemory()
+			fmt.Println(takeSnapshot(srv))
 		}
 		if err != nil {
 			cancel()
@@ -183,25 +194,37 @@ func parseServerResult(s string) (serverResult, error) {
 }
 
 // snapshot is the server's state at one moment: its current resident set,
-// goroutines and open descriptors.
+// its live heap, goroutines, open descriptors, and the connections Serve
+// holds (0 for the plain server, which does not say).
 type snapshot struct {
 	rssKiB     int64 // VmRSS
+	heapKiB    int64 // live heap objects, after a collection
 	goroutines int64
 	fds        int64 // entries of /proc/self/fd, less the one reading it
+	held       int64 // Status().Conns.Held
 }
 
-func takeSnapshot() snapshot {
-	return snapshot{rssKiB: procStatusKiB("VmRSS:"), goroutines: int64(runtime.NumGoroutine()), fds: openFDs()}
+func takeSnapshot(srv *health.Server) snapshot {
+	runtime.GC() // so that the heap figure is what is live, not what awaits collection
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return snapshot{
+		rssKiB:     procStatusKiB("VmRSS:"),
+		heapKiB:    int64(ms.HeapAlloc >> 10),
+		goroutines: int64(runtime.NumGoroutine()),
+		fds:        openFDs(),
+		held:       int64(srv.Status().Conns.Held),
+	}
 }
 
 func (s snapshot) String() string {
-	return fmt.Sprintf("snapshot rss_kib=%d goroutines=%d fds=%d", s.rssKiB, s.goroutines, s.fds)
+	return fmt.Sprintf("snapshot rss_kib=%d heap_kib=%d goroutines=%d fds=%d held=%d", s.rssKiB, s.heapKiB, s.goroutines, s.fds, s.held)
 }
 
 // parseSnapshot reads a snapshot line, without its "snapshot " prefix.
 func parseSnapshot(s string) (snapshot, error) {
 	var r snapshot
-	if _, err := fmt.Sscanf(s, "rss_kib=%d goroutines=%d fds=%d", &r.rssKiB, &r.goroutines, &r.fds); err != nil {
+	if _, err := fmt.Sscanf(s, "rss_kib=%d heap_kib=%d goroutines=%d fds=%d held=%d", &r.rssKiB, &r.heapKiB, &r.goroutines, &r.fds, &r.held); err != nil {
 		return r, fmt.Errorf("server snapshot %q: %w", s, err)
 	}
 	return r, nil

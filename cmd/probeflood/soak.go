@@ -68,13 +68,17 @@ func runSoak(d time.Duration, server, addr string) error {
 	if err != nil {
 		return err
 	}
+	released, err := requestSnapshot(srv, markRelease)
+	if err != nil {
+		return err
+	}
 	res, err := stopServer(srv)
 	if err != nil {
 		return err
 	}
 
-	fmt.Println("| server, now | RSS (VmRSS) | goroutines | open descriptors |")
-	fmt.Println("|---|---|---|---|")
+	fmt.Println("| server, now | RSS (VmRSS) | live heap | goroutines | open descriptors | connections held |")
+	fmt.Println("|---|---|---|---|---|---|")
 	for _, p := range []struct {
 		name string
 		s    snapshot
@@ -82,8 +86,9 @@ func runSoak(d time.Duration, server, addr string) error {
 		{"before the attack", before},
 		{"at the end of the attack", atEnd},
 		{fmt.Sprintf("%v after the attack", soakSettle), settled},
+		{"then, free memory returned to the system (debug.FreeOSMemory)", released},
 	} {
-		fmt.Printf("| %s | %.1f MiB | %d | %d |\n", p.name, float64(p.s.rssKiB)/1024, p.s.goroutines, p.s.fds)
+		fmt.Printf("| %s | %.1f MiB | %.1f MiB | %d | %d | %d |\n", p.name, float64(p.s.rssKiB)/1024, float64(p.s.heapKiB)/1024, p.s.goroutines, p.s.fds, p.s.held)
 	}
 	healthz, readyz, p50, p99, passed := probeCells(results, soakBar)
 	fmt.Println()
@@ -97,8 +102,12 @@ func runSoak(d time.Duration, server, addr string) error {
 }
 
 // snapshotOf asks the server child for a snapshot and returns it.
-func snapshotOf(c *child) (snapshot, error) {
-	if err := c.send(markSnapshot); err != nil {
+func snapshotOf(c *child) (snapshot, error) { return requestSnapshot(c, markSnapshot) }
+
+// requestSnapshot sends mark, which makes the server child print a
+// snapshot, and returns it.
+func requestSnapshot(c *child, mark string) (snapshot, error) {
+	if err := c.send(mark); err != nil {
 		return snapshot{}, err
 	}
 	line, err := c.line("snapshot")
