@@ -382,51 +382,112 @@ func FuzzHandler(f *testing.F) {
 	})
 }
 
+// TestREADMEProbeSnippet keeps the README's deployment advice honest: the
+// DaemonSet snippet probes DefaultListen on the right paths, its thresholds
+// are the ones the README's table explains, and those are the values the
+// table argues for (a readiness failureThreshold of 1 with a short timeout
+// would let one slow probe mark the node NotReady). The IPv6 variant must
+// be a Config that validates and a probe host that reaches it.
 func TestREADMEProbeSnippet(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
+
+	// The values the README explains, field by field: {readiness, liveness}.
+	want := map[string][2]int{
+		"periodSeconds":    {5, 10},
+		"timeoutSeconds":   {2, 5},
+		"failureThreshold": {3, 6},
+	}
+	explained := readmeThresholdTable(readme)
+	require.Equal(t, want, explained, "the README's threshold table explains other values than the ones this test knows")
+	assert.Greater(t, explained["failureThreshold"][0], 1, "readiness failureThreshold 1: one slow probe marks the node NotReady")
+	assert.GreaterOrEqual(t, explained["timeoutSeconds"][1], explained["timeoutSeconds"][0], "liveness is more lenient than readiness")
+	assert.Greater(t, explained["failureThreshold"][1]*explained["periodSeconds"][1],
+		explained["failureThreshold"][0]*explained["periodSeconds"][0], "liveness gives up later than readiness")
+
 	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(readme, -1)
 	require.NotEmpty(t, blocks, "README.md has a yaml block")
-	var spec struct {
-		Kind string `yaml:"kind"`
-		Spec struct {
-			Template struct {
-				Spec struct {
-					HostNetwork bool `yaml:"hostNetwork"`
-					Containers  []struct {
-						Name           string `yaml:"name"`
-						LivenessProbe  *probe `yaml:"livenessProbe"`
-						ReadinessProbe *probe `yaml:"readinessProbe"`
-					} `yaml:"containers"`
-				} `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
-	found := false
+	host, port, err := net.SplitHostPort(DefaultListen)
+	require.NoError(t, err)
+	daemonSets, ipv6 := 0, 0
 	for _, b := range blocks {
-		if err := yaml.Unmarshal(b[1], &spec); err != nil || spec.Kind != "DaemonSet" {
+		var spec struct {
+			Kind string `yaml:"kind"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						HostNetwork bool `yaml:"hostNetwork"`
+						Containers  []struct {
+							Name           string       `yaml:"name"`
+							LivenessProbe  *readmeProbe `yaml:"livenessProbe"`
+							ReadinessProbe *readmeProbe `yaml:"readinessProbe"`
+						} `yaml:"containers"`
+					} `yaml:"spec"`
+				} `yaml:"template"`
+			} `yaml:"spec"`
+		}
+		if yaml.Unmarshal(b[1], &spec) == nil && spec.Kind == "DaemonSet" {
+			daemonSets++
+			pod := spec.Spec.Template.Spec
+			assert.True(t, pod.HostNetwork)
+			require.Len(t, pod.Containers, 1)
+			for i, p := range []*readmeProbe{pod.Containers[0].ReadinessProbe, pod.Containers[0].LivenessProbe} {
+				path := []string{"/readyz", "/healthz"}[i]
+				require.NotNil(t, p, path)
+				assert.Equal(t, host, p.HTTPGet.Host, path)
+				assert.Equal(t, port, strconv.Itoa(p.HTTPGet.Port), path)
+				assert.Equal(t, path, p.HTTPGet.Path)
+				assert.Equal(t, explained["periodSeconds"][i], p.PeriodSeconds, "%s periodSeconds: the snippet and the table disagree", path)
+				assert.Equal(t, explained["timeoutSeconds"][i], p.TimeoutSeconds, "%s timeoutSeconds: the snippet and the table disagree", path)
+				assert.Equal(t, explained["failureThreshold"][i], p.FailureThreshold, "%s failureThreshold: the snippet and the table disagree", path)
+			}
 			continue
 		}
-		found = true
-		pod := spec.Spec.Template.Spec
-		assert.True(t, pod.HostNetwork)
-		require.Len(t, pod.Containers, 1)
-		host, port, err := net.SplitHostPort(DefaultListen)
-		require.NoError(t, err)
-		for path, p := range map[string]*probe{"/healthz": pod.Containers[0].LivenessProbe, "/readyz": pod.Containers[0].ReadinessProbe} {
-			require.NotNil(t, p, path)
-			assert.Equal(t, host, p.HTTPGet.Host, path)
-			assert.Equal(t, port, strconv.Itoa(p.HTTPGet.Port), path)
-			assert.Equal(t, path, p.HTTPGet.Path)
+
+		// The IPv6 block: the agent's config and the probe's httpGet.
+		var v6 struct {
+			Health  *Config `yaml:"health"`
+			HTTPGet *struct {
+				Host string `yaml:"host"`
+				Path string `yaml:"path"`
+				Port int    `yaml:"port"`
+			} `yaml:"httpGet"`
 		}
+		if yaml.Unmarshal(b[1], &v6) != nil || v6.Health == nil {
+			continue
+		}
+		ipv6++
+		require.NotNil(t, v6.HTTPGet, "the IPv6 block shows the probe's httpGet")
+		require.NoError(t, v6.Health.Validate())
+		assert.Equal(t, v6.Health.Listen, net.JoinHostPort(v6.HTTPGet.Host, strconv.Itoa(v6.HTTPGet.Port)), "the probe reaches the listener")
+		assert.True(t, net.ParseIP(v6.HTTPGet.Host).IsLoopback() && net.ParseIP(v6.HTTPGet.Host).To4() == nil, "an IPv6 loopback host")
 	}
-	assert.True(t, found, "README.md has a DaemonSet")
+	assert.Equal(t, 1, daemonSets, "README.md has one DaemonSet")
+	assert.Equal(t, 1, ipv6, "README.md has one IPv6 block")
 }
 
-type probe struct {
+// readmeThresholdTable reads the README's table of probe thresholds, the
+// rows "| `field` | readiness | liveness | why |", into field: {readiness,
+// liveness}.
+func readmeThresholdTable(readme []byte) map[string][2]int {
+	rows := regexp.MustCompile("(?m)^\\| `(periodSeconds|timeoutSeconds|failureThreshold)` \\| (\\d+) \\| (\\d+) \\|").FindAllSubmatch(readme, -1)
+	table := make(map[string][2]int, len(rows))
+	for _, r := range rows {
+		readiness, _ := strconv.Atoi(string(r[2]))
+		liveness, _ := strconv.Atoi(string(r[3]))
+		table[string(r[1])] = [2]int{readiness, liveness}
+	}
+	return table
+}
+
+// readmeProbe is the part of a Kubernetes probe the README's snippet sets.
+type readmeProbe struct {
 	HTTPGet struct {
 		Host string `yaml:"host"`
 		Path string `yaml:"path"`
 		Port int    `yaml:"port"`
 	} `yaml:"httpGet"`
+	PeriodSeconds    int `yaml:"periodSeconds"`
+	TimeoutSeconds   int `yaml:"timeoutSeconds"`
+	FailureThreshold int `yaml:"failureThreshold"`
 }
