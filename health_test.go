@@ -446,12 +446,8 @@ func TestREADMEProbeSnippet(t *testing.T) {
 
 		// The IPv6 block: the agent's config and the probe's httpGet.
 		var v6 struct {
-			Health  *Config `yaml:"health"`
-			HTTPGet *struct {
-				Host string `yaml:"host"`
-				Path string `yaml:"path"`
-				Port int    `yaml:"port"`
-			} `yaml:"httpGet"`
+			Health  *Config        `yaml:"health"`
+			HTTPGet *readmeHTTPGet `yaml:"httpGet"`
 		}
 		if yaml.Unmarshal(b[1], &v6) != nil || v6.Health == nil {
 			continue
@@ -482,12 +478,15 @@ func readmeThresholdTable(readme []byte) map[string][2]int {
 
 // readmeProbe is the part of a Kubernetes probe the README's snippet sets.
 type readmeProbe struct {
-	HTTPGet struct {
-		Host string `yaml:"host"`
-		Path string `yaml:"path"`
-		Port int    `yaml:"port"`
-	} `yaml:"httpGet"`
-	PeriodSeconds    int `yaml:"periodSeconds"`
-	TimeoutSeconds   int `yaml:"timeoutSeconds"`
-	FailureThreshold int `yaml:"failureThreshold"`
+	HTTPGet          readmeHTTPGet `yaml:"httpGet"`
+	PeriodSeconds    int           `yaml:"periodSeconds"`
+	TimeoutSeconds   int           `yaml:"timeoutSeconds"`
+	FailureThreshold int           `yaml:"failureThreshold"`
+}
+
+// readmeHTTPGet is a probe's httpGet action.
+type readmeHTTPGet struct {
+	Host string `yaml:"host"`
+	Path string `yaml:"path"`
+	Port int    `yaml:"port"`
 }
