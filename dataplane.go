@@ -191,7 +191,9 @@ func (s *Server) setCheck(next checkVerdict) {
 	case next.stalled && !prev.stalled:
 		s.logger.Error("health: data-plane check stalled", "after", s.stallBound())
 	case next.stalled:
-	case next.err != nil && (prev.err == nil || prev.stalled):
+	case next.err != nil && (prev.err == nil || prev.stalled || isPanic(next.err) && !isPanic(prev.err)):
+		// A panic after failures is logged too: its value and stack
+		// point at a bug in the check, which a plain failure does not.
 		attrs := []any{"err", next.err}
 		if p, ok := next.err.(*checkPanic); ok {
 			attrs = append(attrs, "stack", string(p.stack))
@@ -213,6 +215,11 @@ type checkPanic struct {
 
 func (p *checkPanic) Error() string {
 	return fmt.Sprintf("data-plane check panicked: %v", p.value)
+}
+
+func isPanic(err error) bool {
+	_, ok := err.(*checkPanic)
+	return ok
 }
 
 func callCheck(fn func() error) (err error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,6 +125,25 @@ func TestDataPlaneCheck(t *testing.T) {
 		assert.Equal(t, "not ready: data plane lost\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="data-plane check panicked: PLANTED-panic-value" stack=`))
 		assert.Contains(t, logs.String(), "health.TestDataPlaneCheck", "the stack names the panicking function")
+	})
+
+	t.Run("a panic after failures is logged with its stack", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newPolledServer(t)
+		var n atomic.Int32
+		check, calls := countingCheck(func() error {
+			if n.Add(1) <= 2 {
+				return errPlantedCheck
+			}
+			panic("PLANTED-panic-after-failures")
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 5) // two failures, then panics: four results in
+		cancel()
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="PLANTED-check-error`), "the first failure")
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="data-plane check panicked: PLANTED-panic-after-failures" stack=`), "the first panic, once")
 	})
 
 	t.Run("a second call replaces the first", func(t *testing.T) {

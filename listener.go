@@ -36,8 +36,9 @@ func connLimit(soft uint64) int {
 // closeWriteAndWait), holding the connection's slot the whole time.
 // Instead the limiter refuses such a request with the same 431 bytes, at
 // accept when the bytes are already there (peekRequest), else by ending the
-// read, and net/http closes at once. Keep-alive is off and Serve never reads
-// a body, so nothing else is ever read.
+// read, and net/http closes at once. Keep-alive is off, and once a request
+// has been read every further read fails (stopReading), so nothing but the
+// request is ever read.
 const maxRequestBytes = 4<<10 - 1
 
 // response431 is the answer net/http gives an oversized header, byte for
@@ -54,11 +55,13 @@ const pressureWindow = 10 * time.Second
 // rest of the process holds them all, and only time frees one.
 const descriptorRetry = 10 * time.Millisecond
 
-// ConnStatus is a snapshot of the connections Serve holds. Its counters
-// add up over every Serve call of the Server.
+// ConnStatus is a snapshot of the connections Serve holds. With several
+// Serve calls on one Server (one listener for IPv4 and one for IPv6, say),
+// each field adds up over them: Held and Limit over those running now, the
+// counts over every one since the Server was made.
 type ConnStatus struct {
 	Held     int    // connections held now (counted until their goroutines end)
-	Limit    int    // the bound on Held: a quarter of the soft descriptor limit, at most 256
+	Limit    int    // the bound on Held: a quarter of the soft descriptor limit, at most 256; 0 when Serve is not running
 	Accepted uint64 // connections accepted since Serve began
 	Evicted  uint64 // of those, closed to make room: a local flood's signature
 	Pressure bool   // Serve is defending itself now: it evicted within the last 10 s
@@ -81,9 +84,17 @@ func (cc *connCounters) status() ConnStatus {
 		Limit:    int(cc.limit.Load()),
 		Accepted: cc.accepted.Load(),
 		Evicted:  cc.evicted.Load(),
-		Pressure: last != 0 && time.Since(time.Unix(0, last)) < pressureWindow,
+		Pressure: last != 0 && time.Duration(monotonicNow()-last) < pressureWindow,
 	}
 }
+
+// monotonicBase anchors monotonicNow.
+var monotonicBase = time.Now()
+
+// monotonicNow is the time since the package was loaded on the monotonic
+// clock, never 0, so that a step of the wall clock cannot make Pressure
+// stick or vanish.
+func monotonicNow() int64 { return int64(time.Since(monotonicBase)) + 1 }
 
 // slotState is where a held connection stands, which decides whether it
 // may be closed to make room.
@@ -96,8 +107,9 @@ const (
 	slotWaiting slotState = iota
 	// slotActive: a request has been read (or its bytes were already there
 	// at accept) and is being answered, which takes microseconds, because
-	// nothing Serve does after reading a request waits on the client.
-	// Never evicted.
+	// nothing after reading a request waits on the client: the handler
+	// never reads a body, and net/http's own reads fail at once
+	// (stopReading). Never evicted.
 	slotActive
 	// slotHijacked: Serve's handler took the connection over to close it
 	// at once; counted until it has.
@@ -121,9 +133,10 @@ const (
 // once read. The first is the kernel's job on Linux (setDeferAccept and
 // peekRequest, from the first connection on); the second is why Serve
 // disables net/http's own OPTIONS handler, never lets net/http read or wait
-// for a body (closeAfterBody) and never lets it read an oversized header
-// (maxRequestBytes): each of those would hold a connection that cannot be
-// evicted, or a goroutine that sleeps after its connection is gone.
+// for a body (closeAfterBody, stopReading) and never lets it read an
+// oversized header (maxRequestBytes, and limitHeaderValues): each of those
+// would hold a connection that cannot be evicted, or a goroutine that
+// sleeps after its connection is gone.
 type connLimiter struct {
 	net.Listener
 	logger   *slog.Logger
@@ -156,7 +169,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 		peek:     make([]byte, maxRequestBytes),
 	}
 	l.released.L = &l.mu
-	counters.limit.Store(int64(limit))
+	counters.limit.Add(int64(limit))     // until Serve returns: see serve
 	if sc, ok := ln.(syscall.Conn); ok { // not a socket, a test's listener say: nothing to set
 		rc, err := sc.SyscallConn()
 		if err == nil {
@@ -198,20 +211,31 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 }
 
 // makeRoom returns once one more connection can be held within the limit.
-// It returns net.ErrClosed once Serve is shutting down.
+// It returns net.ErrClosed once Serve is shutting down. It closes and logs
+// outside the lock, so that neither a slow log sink nor the wait inside
+// Close holds up the ConnState hooks.
 func (l *connLimiter) makeRoom() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	for !l.closing {
-		if l.held-l.evicted >= l.limit-l.reserve && l.evictOldest(false) {
-			l.logFlood()
-			continue
+		if l.held-l.evicted >= l.limit-l.reserve {
+			if victim := l.evictOldest(false); victim != nil {
+				logNow := l.floodLogDue()
+				l.mu.Unlock()
+				_ = victim.Conn.Close()
+				if logNow {
+					l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.limit)
+				}
+				l.mu.Lock()
+				continue
+			}
 		}
 		if l.held < l.limit {
+			l.mu.Unlock()
 			return nil
 		}
 		l.released.Wait()
 	}
+	l.mu.Unlock()
 	return net.ErrClosed
 }
 
@@ -219,10 +243,9 @@ func (l *connLimiter) makeRoom() error {
 func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 	c := &limitedConn{Conn: nc, limiter: l}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.held++
 	l.newest = c
-	l.counters.held.Store(int64(l.held))
+	l.counters.held.Add(1)
 	l.counters.accepted.Add(1)
 	if complete {
 		c.state = slotActive
@@ -230,11 +253,28 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 		c.state = slotWaiting
 		l.waiting.pushBack(c)
 	}
-	if l.closing && !complete {
+	closing := l.closing && !complete
+	if closing {
 		l.evict(c) // nothing to answer, and it would hold Shutdown
+	}
+	l.mu.Unlock()
+	if closing {
+		_ = nc.Close()
 	}
 	return c
 }
+
+// stopReading makes every further read of a connection whose request has
+// been read fail at once. Serve reads nothing after a request, so any
+// later read is net/http reading a body: after answering a request with
+// an Expect it does not support (417), it waits up to the read timeout
+// for up to 256 KiB of body, holding a connection that can no longer be
+// evicted. The request's context is cancelled as a side effect, which the
+// probe handler does not look at.
+func stopReading(nc net.Conn) { _ = nc.SetReadDeadline(aLongTimeAgo) }
+
+// aLongTimeAgo is a read deadline already past.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // refuse answers a connection whose header is already over the cap as
 // net/http would, and closes it, without handing it to net/http: a flood
@@ -263,11 +303,23 @@ const (
 // process's, and then it waits descriptorRetry.
 func (l *connLimiter) outOfDescriptors(err error) {
 	l.mu.Lock()
-	if now := time.Now(); now.Sub(l.lastOutOfFDLog) >= time.Minute {
+	now := time.Now()
+	logNow := now.Sub(l.lastOutOfFDLog) >= time.Minute
+	if logNow {
 		l.lastOutOfFDLog = now
-		l.logger.Warn("health: out of file descriptors; closing the oldest connections that have not sent a request", "held", l.held, "err", err)
 	}
-	if l.evictOldest(true) || l.closing {
+	held := l.held
+	victim := l.evictOldest(true)
+	l.mu.Unlock()
+	if logNow {
+		l.logger.Warn("health: out of file descriptors; closing the oldest connections that have not sent a request", "held", held, "err", err)
+	}
+	if victim != nil {
+		_ = victim.Conn.Close()
+		return
+	}
+	l.mu.Lock()
+	if l.closing {
 		l.mu.Unlock()
 		return
 	}
@@ -283,39 +335,43 @@ func (l *connLimiter) outOfDescriptors(err error) {
 }
 
 // evictOldest evicts the connection that has waited longest without a
-// request, if there is one. Unless a newcomer is known to be waiting in
-// the kernel, it spares the connection admitted last: that one is still
-// the newcomer, whose goroutine may not have run yet, and there may be no
-// one to make room for. l.mu must be held.
-func (l *connLimiter) evictOldest(newcomerWaiting bool) bool {
+// request, if there is one, and returns it for the caller to close once
+// it has released l.mu. Unless a newcomer is known to be waiting in the
+// kernel, it spares the connection admitted last: that one is still the
+// newcomer, whose goroutine may not have run yet, and there may be no one
+// to make room for. l.mu must be held.
+func (l *connLimiter) evictOldest(newcomerWaiting bool) *limitedConn {
 	c := l.waiting.front()
 	if c == nil || (c == l.newest && !newcomerWaiting) {
-		return false
+		return nil
 	}
 	l.evict(c)
 	l.counters.evicted.Add(1)
-	l.counters.lastEviction.Store(time.Now().UnixNano())
+	l.counters.lastEviction.Store(monotonicNow())
+	return c
+}
+
+// floodLogDue reports whether the flood warning is due: at most once a
+// minute, because a line a client provokes must not let it write to the
+// agent's log at will. l.mu must be held.
+func (l *connLimiter) floodLogDue() bool {
+	now := time.Now()
+	if now.Sub(l.lastFloodLog) < time.Minute {
+		return false
+	}
+	l.lastFloodLog = now
 	return true
 }
 
-// logFlood says, at most once a minute, that slots are full: a line a
-// client provokes must not let it write to the agent's log at will.
-// l.mu must be held.
-func (l *connLimiter) logFlood() {
-	if now := time.Now(); now.Sub(l.lastFloodLog) >= time.Minute {
-		l.lastFloodLog = now
-		l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.limit)
-	}
-}
-
-// evict closes a waiting connection, which its goroutine sees at once on
-// its read. It stays counted until that goroutine ends, so that the bound
-// holds for goroutines as well as sockets. l.mu must be held.
+// evict marks a waiting connection evicted; the caller closes it, which
+// its goroutine sees at once on its read. It stays counted until that
+// goroutine ends, so that the bound holds for goroutines as well as
+// sockets. Closing returns once the descriptor is closed, which waits for
+// that goroutine to be scheduled, hence outside l.mu. l.mu must be held.
 func (l *connLimiter) evict(c *limitedConn) {
 	l.waiting.remove(c)
 	c.state = slotEvicted
 	l.evicted++
-	_ = c.Conn.Close()
 }
 
 // trackState is the http.Server's ConnState hook.
@@ -329,6 +385,9 @@ func (l *connLimiter) trackState(nc net.Conn, state http.ConnState) {
 	c, ok := nc.(*limitedConn)
 	if !ok {
 		return
+	}
+	if state == http.StateActive {
+		stopReading(c.Conn)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -359,7 +418,7 @@ func (l *connLimiter) release(c *limitedConn) {
 	}
 	c.state = slotReleased
 	l.held--
-	l.counters.held.Store(int64(l.held))
+	l.counters.held.Add(-1)
 	// Broadcast: Accept and wait may both be waiting.
 	l.released.Broadcast()
 }
@@ -369,12 +428,17 @@ func (l *connLimiter) release(c *limitedConn) {
 // hold Serve's shutdown until their header timeout.
 func (l *connLimiter) shutdown() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.closing = true
+	var victims []*limitedConn
 	for c := l.waiting.front(); c != nil; c = l.waiting.front() {
 		l.evict(c)
+		victims = append(victims, c)
 	}
 	l.released.Broadcast()
+	l.mu.Unlock()
+	for _, c := range victims {
+		_ = c.Conn.Close()
+	}
 }
 
 // wait returns once the goroutine of every accepted connection has ended.

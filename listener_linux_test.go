@@ -148,12 +148,12 @@ func serveWithLowDescriptorLimit() {
 	for i := 0; i < 10000 && s.conns.held.Load() > 0; i++ {
 		time.Sleep(time.Millisecond)
 	}
-	held := s.conns.held.Load()
+	held, limit := s.conns.held.Load(), s.conns.limit.Load()
 	cancel()
 	if err := <-done; err != nil {
 		fail(err)
 	}
 	fmt.Fprint(os.Stderr, logs.String())
-	fmt.Printf("limit=%d held=%d errors=%d\n", s.conns.limit.Load(), held, logs.count("level=ERROR")+logs.count("out of file descriptors"))
+	fmt.Printf("limit=%d held=%d errors=%d\n", limit, held, logs.count("level=ERROR")+logs.count("out of file descriptors"))
 	os.Exit(0)
 }

@@ -87,6 +87,12 @@ var hostileClients = []struct {
 	{"a 1 TiB body declared", "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1099511627776\r\n\r\n", false},
 	{"a small body that never comes", "POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n", false},
 	{"Expect: 100-continue, body never sent", "PUT /readyz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000\r\n\r\n", false},
+	// net/http answers 417 itself, then waits for the body.
+	{"another Expect, body never sent", "GET /readyz HTTP/1.1\r\nHost: x\r\nExpect: x\r\nContent-Length: 1000\r\n\r\n", false},
+	// Since Go 1.27, net/http answers 431 itself past 500 values, then
+	// lingers.
+	{"501 header lines", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("a:\r\n", 501) + "\r\n", false},
+	{"501 trailer names", "POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTrailer: " + strings.Repeat("a,", 500) + "a\r\n\r\n", false},
 	{"a chunked body never finished", "POST /readyz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", false},
 	{"pipelined requests", strings.Repeat("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 3), false},
 	{"half-closed mid-header", "GET /healthz HTTP/1.1\r\nHost: x\r\n", true},
@@ -165,7 +171,7 @@ func TestHostileClientsCannotCostAProbe(t *testing.T) {
 // before it closes. Each held slot would queue the probe behind every
 // client, 16 deep; answered and closed at once, none does.
 func TestNothingLingers(t *testing.T) {
-	for _, hc := range hostileClients[:5] {
+	for _, hc := range hostileClients[:8] {
 		t.Run(hc.name, func(t *testing.T) {
 			t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 			s, addr, _ := serveReadyLimited(t, 1)
@@ -494,4 +500,22 @@ func TestLimiterSparesTheNewest(t *testing.T) {
 	defer l.mu.Unlock()
 	assert.Equal(t, slotWaiting, newest.state, "the newest was not evicted")
 	assert.Zero(t, counters.evicted.Load())
+}
+
+// TestStatusAddsUpOverServeCalls serves one Server on two listeners, as an
+// agent serving 127.0.0.1 and [::1] would: Held and Limit add up over the
+// running Serve calls, and Limit goes when they return.
+func TestStatusAddsUpOverServeCalls(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the servers' cleanup
+	s, _ := newTestServer(t)
+	addr8, stop8 := startServingLimited(t, s, 8)
+	addr4, stop4 := startServingLimited(t, s, 4)
+	dialStalled(t, addr8)
+	dialStalled(t, addr8)
+	dialStalled(t, addr4)
+	eventually(t, func() bool { return s.Status().Conns.Held == 3 }, "three held over two Serve calls")
+	assert.Equal(t, 12, s.Status().Conns.Limit)
+	require.NoError(t, stop8())
+	require.NoError(t, stop4())
+	assert.Equal(t, ConnStatus{Accepted: 3}, s.Status().Conns)
 }

@@ -4,6 +4,7 @@ package health
 
 import (
 	"errors"
+	"net"
 	"syscall"
 )
 
@@ -17,8 +18,61 @@ func softDescriptorLimit() uint64 {
 	return uint64(lim.Cur)
 }
 
+// isAddressInUse reports whether a bind failed because the port is taken.
+func isAddressInUse(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
+
 // isOutOfDescriptors reports whether accept failed for lack of file
 // descriptors, the process's or the system's.
 func isOutOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// peekRequest looks at what has already arrived on c, without consuming it
+// or waiting, for the end of a request header. buf, maxRequestBytes long,
+// bounds how much is looked at. A connection accepted with its request
+// complete is protected from eviction before its goroutine has even run,
+// which on a busy machine can come after many newer connections have been
+// accepted; one whose first maxRequestBytes hold no end of header is
+// refused before net/http spends a goroutine and its buffers on it.
+func peekRequest(c net.Conn, buf []byte) peeked {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return peekedIncomplete
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return peekedIncomplete
+	}
+	n := 0
+	_ = rc.Read(func(fd uintptr) bool {
+		n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK)
+		return true // never wait: the socket is non-blocking, and an empty queue is the answer
+	})
+	switch {
+	case n > 0 && headerComplete(buf[:n]):
+		return peekedComplete
+	case n == len(buf):
+		return peekedOversized
+	}
+	return peekedIncomplete
+}
+
+// headerComplete reports whether p holds the blank line that ends an
+// HTTP/1 request header. net/http accepts "\n" as well as "\r\n" as a line
+// end, so both count.
+func headerComplete(p []byte) bool {
+	lineEmpty := false // only '\r' since the last '\n'
+	for _, b := range p {
+		switch b {
+		case '\n':
+			if lineEmpty {
+				return true
+			}
+			lineEmpty = true
+		case '\r':
+		default:
+			lineEmpty = false
+		}
+	}
+	return false
 }

@@ -211,7 +211,7 @@ func (s *Server) Listen() (net.Listener, error) {
 		Control:   func(_, _ string, rc syscall.RawConn) error { return setDeferAccept(rc) },
 	}
 	ln, err := lc.Listen(context.Background(), "tcp", s.cfg.Listen)
-	if errors.Is(err, syscall.EADDRINUSE) {
+	if isAddressInUse(err) {
 		return nil, &addrInUseError{addr: s.cfg.Listen, err: err}
 	}
 	if err != nil {
@@ -255,11 +255,12 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // descriptor limit read when Serve starts, and at most 256. To make room it
 // closes the connection that has waited longest without sending a request,
 // never a newcomer and never one being answered, so no number of stalled
-// or silent local clients can cost the kubelet its probe. Serve answers
-// every request itself (OPTIONS * included) and never reads a request
-// body: a request that declares one is answered and its connection closed
-// at once. On Linux, Serve has the kernel hold a connection until its first
-// bytes arrive, which needs ln to be a TCP socket, as Listen's is.
+// or silent local clients can cost the kubelet its probe. A request may be
+// 4 KiB at most (more gets net/http's 431); OPTIONS * gets the handler's
+// 404, not net/http's own answer; and Serve never reads a request body: a
+// request that declares one is answered and its connection closed at once.
+// On Linux, Serve has the kernel hold a connection until its first bytes
+// arrive, which needs ln to be a TCP socket, as Listen's is.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
@@ -275,6 +276,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
 	addr := ln.Addr().String()
 	limiter := newConnLimiter(ln, limit, &s.conns, s.logger)
+	defer s.conns.limit.Add(-int64(limit))
 	srv := &http.Server{
 		Handler:           closeAfterBody{handler: s.Handler(), limiter: limiter},
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -292,6 +294,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
 	// A probe is one request on one connection; keep-alive would only let
 	// a client hold a slot between requests.
 	srv.SetKeepAlivesEnabled(false)
+	limitHeaderValues(srv)
 
 	s.logger.Info("health: serving probes", "addr", addr, "max_conns", limit)
 	served := make(chan error, 1)

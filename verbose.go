@@ -53,8 +53,8 @@ func verboseResponse(unmet reasonSet, checkSet bool) response {
 // value has a malformed percent escape; the key is compared once
 // unescaped, so "verb%6Fse" is "verbose" and '+' is a space. A key with or
 // without a value counts. The one difference is url's cap on the number of
-// parameters (10 000 by default), which a request within Serve's 8 KiB
-// header cap cannot reach.
+// parameters (10 000 by default), which a request within Serve's 4 KiB
+// cap cannot reach.
 //
 // Agreeing with url.ParseQuery means that a handler wrapped around this
 // one, or a proxy in front of it, that reads the query with the standard
