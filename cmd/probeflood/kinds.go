@@ -28,6 +28,8 @@ const (
 	kindTLS
 	kindH2
 	kindNoRead
+	kindExpectOther
+	kindManyHeaders
 	numKinds
 )
 
@@ -49,6 +51,9 @@ var kinds = [numKinds]struct{ name, help string }{
 	kindTLS:       {"tls", "a TLS ClientHello on the plain port, then silence"},
 	kindH2:        {"h2", "the HTTP/2 client preface, then silence"},
 	kindNoRead:    {"noread", "a complete GET, its answer left unread for 3 s (past the write timeout), then waits for the close"},
+	// net/http answers these itself, then waits for the body or lingers.
+	kindExpectOther: {"expectother", "GET /readyz with Expect: x (not 100-continue) declaring Content-Length: 1000, no body sent"},
+	kindManyHeaders: {"manyheaders", "501 header lines in 2 KiB: past Go 1.27's 500-value cap"},
 }
 
 func (k kind) String() string { return kinds[k].name }
@@ -130,6 +135,10 @@ func request(k kind) []byte {
 		return []byte(h2Preface)
 	case kindNoRead:
 		return []byte(requestLine + "\r\n")
+	case kindExpectOther:
+		return []byte("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: x\r\nContent-Length: 1000\r\n\r\n")
+	case kindManyHeaders:
+		return []byte(requestLine + strings.Repeat("a:\r\n", 501) + "\r\n")
 	}
 	return nil
 }

@@ -19,7 +19,7 @@
 //	6   2,000 OPTIONS * declaring Content-Length: 4096, the body never sent
 //	7   2,000 requests with a 12 KiB header (net/http answers 431)
 //	8   2,000 POST /healthz declaring Content-Length: 1099511627776 (1 TiB)
-//	9   hostile mix: every kind of attacker at once, 2,600 clients + churn
+//	9   hostile mix: every kind of attacker at once, 3,000 clients + churn
 //	10  1,000 slowloris + 1,000 idle, server fd limit 128
 //	custom  the counts, limit, delay and bar given by flags
 //
@@ -137,6 +137,7 @@ var hostileMix = counts{
 	kindSlowloris: 300, kindIdle: 300, kindChurn: -1,
 	kindOptions: 200, kindBigHeader: 200, kindHugeBody: 200, kindSmallBody: 200, kindExpect: 200,
 	kindPipeline: 200, kindHalfClose: 200, kindTLS: 200, kindH2: 200, kindNoRead: 200,
+	kindExpectOther: 200, kindManyHeaders: 200,
 }
 
 var allLoads = []load{

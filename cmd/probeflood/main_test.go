@@ -84,7 +84,7 @@ func TestHostileMix(t *testing.T) {
 	assert.GreaterOrEqual(t, hostileMix.total(), 2000)
 	assert.LessOrEqual(t, hostileMix.total(), 3000)
 	assert.Equal(t, allLoads[8].clients, hostileMix)
-	assert.Contains(t, allLoads[8].name, "2,600 clients + churn")
+	assert.Contains(t, allLoads[8].name, "3,000 clients + churn")
 }
 
 func TestKinds(t *testing.T) {
