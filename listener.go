@@ -111,9 +111,6 @@ const (
 	// never reads a body, and net/http's own reads fail at once
 	// (stopReading). Never evicted.
 	slotActive
-	// slotHijacked: Serve's handler took the connection over to close it
-	// at once; counted until it has.
-	slotHijacked
 	// slotEvicted: closed by the limiter; counted until its goroutine ends.
 	slotEvicted
 	// slotReleased: no longer counted.
@@ -380,7 +377,7 @@ func (l *connLimiter) evict(c *limitedConn) {
 // on one), just before it answers: from then on the connection ends in
 // microseconds, so it is no longer evictable. StateClosed is reported by
 // the connection's own goroutine as its last act, which is where a slot is
-// freed. A hijacked connection is freed by closeAfterBody, which closes it.
+// freed. Serve's handler never hijacks a connection.
 func (l *connLimiter) trackState(nc net.Conn, state http.ConnState) {
 	c, ok := nc.(*limitedConn)
 	if !ok {
@@ -396,10 +393,6 @@ func (l *connLimiter) trackState(nc net.Conn, state http.ConnState) {
 		if c.state == slotWaiting {
 			l.waiting.remove(c)
 			c.state = slotActive
-		}
-	case http.StateHijacked:
-		if c.state == slotActive {
-			c.state = slotHijacked
 		}
 	case http.StateClosed:
 		l.release(c)
@@ -450,38 +443,32 @@ func (l *connLimiter) wait() {
 	}
 }
 
+// maxDrainedBody is how much of a body net/http reads after the answer
+// (its maxPostHandlerReadBytes); past it, it lingers instead.
+const maxDrainedBody = 256 << 10
+
 // closeAfterBody wraps Serve's handler. A probe has no body, so a request
 // with one is a client Serve need not humour: it gets its answer, and the
-// connection is closed at once without reading the body. Left to itself,
-// net/http would read up to 256 KiB of the body after the answer, waiting
-// up to the read timeout for it, or, for a larger one, sleep 500 ms before
-// closing; either would hold the slot, and the first could not be evicted.
-// A client that sends a body may therefore see its connection reset before
-// it reads the answer.
-type closeAfterBody struct {
-	handler http.Handler
-	limiter *connLimiter
-}
+// connection is closed without the body being read. After the answer,
+// net/http reads up to maxDrainedBody of a body so as to reuse the
+// connection; Serve's connections fail that read at once (stopReading), so
+// it gives up and closes. For a larger declared body net/http does not
+// even try: it sleeps 500 ms before closing instead, holding the slot. So
+// for those the handler flushes its answer and aborts with
+// http.ErrAbortHandler, on which net/http closes at once, logs nothing and
+// keeps its buffers for the next connection. A client that sends a body
+// may therefore see its connection reset before it reads the answer.
+type closeAfterBody struct{ handler http.Handler }
 
 func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.handler.ServeHTTP(w, r)
-	if r.ContentLength == 0 {
+	if r.ContentLength <= maxDrainedBody {
 		return
 	}
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
-		return
+	if http.NewResponseController(w).Flush() != nil {
+		return // the client has gone; net/http closes anyway
 	}
-	nc, _, err := rc.Hijack()
-	if err != nil {
-		return
-	}
-	_ = nc.Close()
-	if c, ok := nc.(*limitedConn); ok {
-		h.limiter.mu.Lock()
-		h.limiter.release(c)
-		h.limiter.mu.Unlock()
-	}
+	panic(http.ErrAbortHandler)
 }
 
 // limitedConn is a connection held by a connLimiter.

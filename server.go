@@ -278,7 +278,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
 	limiter := newConnLimiter(ln, limit, &s.conns, s.logger)
 	defer s.conns.limit.Add(-int64(limit))
 	srv := &http.Server{
-		Handler:           closeAfterBody{handler: s.Handler(), limiter: limiter},
+		Handler:           closeAfterBody{handler: s.Handler()},
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,

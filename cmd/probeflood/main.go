@@ -145,7 +145,7 @@ var allLoads = []load{
 	{id: 2, name: "load 1, server fd limit 1024", clients: counts{kindSlowloris: 1000, kindIdle: 1000}, serverNofile: 1024, bar: 0.999},
 	{id: 3, name: "connect-and-close churn, one goroutine per core", clients: counts{kindChurn: -1}, bar: 0.999},
 	{id: 4, name: "load 1, probe writes 20 ms after its handshake", clients: counts{kindSlowloris: 1000, kindIdle: 1000}, probeDelay: 20 * time.Millisecond, bar: 0.99},
-	{id: 5, name: "5,000 slowloris + 5,000 idle, server fd limit 1024", clients: counts{kindSlowloris: 5000, kindIdle: 5000}, serverNofile: 1024},
+	{id: 5, name: "5,000 slowloris + 5,000 idle, server fd limit 1024", clients: counts{kindSlowloris: 5000, kindIdle: 5000}, serverNofile: 1024, bar: 0.999},
 	{id: 6, name: "2,000 OPTIONS * declaring a 4 KiB body never sent", clients: counts{kindOptions: 2000}, bar: 0.999},
 	{id: 7, name: "2,000 requests with a 12 KiB header (431)", clients: counts{kindBigHeader: 2000}, bar: 0.999},
 	{id: 8, name: "2,000 POST declaring a 1 TiB body never sent", clients: counts{kindHugeBody: 2000}, bar: 0.999},
