@@ -20,7 +20,9 @@ const maxConns = 256
 // connLimit is the bound on the connections Serve holds for a process whose
 // soft descriptor limit is soft (0 when unknown): a quarter of it, so that
 // the probe port can never starve the agent of descriptors, and at most
-// maxConns.
+// maxConns. Below a soft limit of 8 the bound is 1, and a single silent
+// client can hold Accept for the header timeout, since the connection
+// admitted last is never evicted; no Go process runs on so few.
 func connLimit(soft uint64) int {
 	if soft == 0 || soft/4 >= maxConns {
 		return maxConns
@@ -62,7 +64,7 @@ const descriptorRetry = 10 * time.Millisecond
 type ConnStatus struct {
 	Held     int    // connections held now (counted until their goroutines end)
 	Limit    int    // the bound on Held: a quarter of the soft descriptor limit, at most 256; 0 when Serve is not running
-	Accepted uint64 // connections accepted since Serve began
+	Accepted uint64 // connections accepted since Serve began (the first one, with several)
 	Evicted  uint64 // of those, closed to make room: a local flood's signature
 	Pressure bool   // Serve is defending itself now: it evicted within the last 10 s
 }
@@ -127,8 +129,9 @@ const (
 //
 // Closing the oldest silent connection costs a probe nothing as long as a
 // probe's request is there when it is accepted, and is answered at once
-// once read. The first is the kernel's job on Linux (setDeferAccept and
-// peekRequest, from the first connection on); the second is why Serve
+// once read. The first is the kernel's job on Linux (setDeferAccept, from
+// the first connection on) and the peek's on every Unix (peekRequest); the
+// second is why Serve
 // disables net/http's own OPTIONS handler, never lets net/http read or wait
 // for a body (closeAfterBody, stopReading) and never lets it read an
 // oversized header (maxRequestBytes, and limitHeaderValues): each of those
@@ -443,31 +446,25 @@ func (l *connLimiter) wait() {
 	}
 }
 
-// maxDrainedBody is how much of a body net/http reads after the answer
-// (its maxPostHandlerReadBytes); past it, it lingers instead.
-const maxDrainedBody = 256 << 10
-
 // closeAfterBody wraps Serve's handler. A probe has no body, so a request
-// with one is a client Serve need not humour: it gets its answer, and the
-// connection is closed without the body being read. After the answer,
-// net/http reads up to maxDrainedBody of a body so as to reuse the
-// connection; Serve's connections fail that read at once (stopReading), so
-// it gives up and closes. For a larger declared body net/http does not
-// even try: it sleeps 500 ms before closing instead, holding the slot. So
-// for those the handler flushes its answer and aborts with
-// http.ErrAbortHandler, on which net/http closes at once, logs nothing and
-// keeps its buffers for the next connection. A client that sends a body
-// may therefore see its connection reset before it reads the answer.
+// with one is a client Serve need not humour: it gets its answer, and its
+// connection is closed without the body being read. Left to itself,
+// net/http would drain the body after the answer, or, for one over 256 KiB
+// (and, since Go 1.27, for any it could not drain), sleep 500 ms before
+// closing, holding the slot. So the handler flushes its answer and aborts
+// with http.ErrAbortHandler, on which net/http closes at once, logs
+// nothing and keeps its buffers for the next connection. It aborts even
+// when the flush fails, because a client that reset its connection would
+// otherwise get the 500 ms linger. A client that sends a body may see its
+// connection reset before it reads the answer.
 type closeAfterBody struct{ handler http.Handler }
 
 func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.handler.ServeHTTP(w, r)
-	if r.ContentLength <= maxDrainedBody {
+	if r.ContentLength == 0 {
 		return
 	}
-	if http.NewResponseController(w).Flush() != nil {
-		return // the client has gone; net/http closes anyway
-	}
+	_ = http.NewResponseController(w).Flush() // failed: the client is gone, nothing to tell
 	panic(http.ErrAbortHandler)
 }
 

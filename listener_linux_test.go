@@ -112,8 +112,8 @@ func TestLowDescriptorLimit(t *testing.T) {
 	addr, ok := strings.CutPrefix(out.Text(), "addr ")
 	require.True(t, ok, "%q", out.Text())
 
-	stopStalled := flood(t, addr, 100, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false)
-	stopIdle := flood(t, addr, 100, "", false)
+	stopStalled := flood(t, addr, 100, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false, false)
+	stopIdle := flood(t, addr, 100, "", false, false)
 	assertProbesAnswered(t, addr, 10)
 	stopStalled()
 	stopIdle()

@@ -27,7 +27,7 @@ func TestOutOfDescriptorsMakesRoom(t *testing.T) {
 	counting := &countingListener{Listener: ln, limit: 16, outOfFDsAt: 3}
 	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 16) })
 
-	stop := flood(t, addr, 32, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false)
+	stop := flood(t, addr, 32, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false, false)
 	assertProbesAnswered(t, addr, 10)
 	stop()
 	maxOpen, _, outOfFDs := counting.counts()
