@@ -1,6 +1,7 @@
 package health
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -42,6 +43,14 @@ func connLimit(soft uint64) int {
 // has been read every further read fails (stopReading), so nothing but the
 // request is ever read.
 const maxRequestBytes = 4<<10 - 1
+
+// maxHeaderLines caps the lines of a request header, a dozen times a
+// kubelet's request with a few custom headers, for the same reason as
+// maxRequestBytes: 4 KiB holds a thousand short lines, and net/http builds
+// a map of every header before it answers (and, since Go 1.27, answers
+// more than 500 with a 431 and then lingers). Such a request is refused
+// with the same 431.
+const maxHeaderLines = 64
 
 // response431 is the answer net/http gives an oversized header, byte for
 // byte, so that a client cannot tell who sent it.
@@ -292,7 +301,7 @@ type peeked uint8
 const (
 	peekedIncomplete peeked = iota // nothing yet, part of a header, or no way to look
 	peekedComplete                 // a whole request header
-	peekedOversized                // maxRequestBytes without the end of a header
+	peekedOversized                // maxRequestBytes without the end of a header, or more than maxHeaderLines
 )
 
 // outOfDescriptors makes room after accept failed for lack of descriptors,
@@ -480,7 +489,8 @@ type limitedConn struct {
 	// Used by the goroutine reading the connection only (net/http's reads
 	// never overlap).
 	read    int  // bytes read so far
-	refused bool // the read limit has been reached
+	lines   int  // line ends read so far
+	refused bool // the request has been refused as too large
 }
 
 // Read lets net/http read at most maxRequestBytes. Past that it fails the
@@ -488,19 +498,33 @@ type limitedConn struct {
 // of lingering, and if net/http was still reading the header, it first
 // answers 431 as net/http would have.
 func (c *limitedConn) Read(p []byte) (int, error) {
-	if c.read >= maxRequestBytes {
-		if !c.refused && c.limiter.stillWaiting(c) {
-			_, _ = io.WriteString(c.Conn, response431)
-		}
-		c.refused = true
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errRequestTooLarge}
+	if c.read >= maxRequestBytes || c.lines > maxHeaderLines {
+		return 0, c.refuse()
 	}
 	if len(p) > maxRequestBytes-c.read {
 		p = p[:maxRequestBytes-c.read]
 	}
 	n, err := c.Conn.Read(p)
 	c.read += n
+	c.lines += bytes.Count(p[:n], newline)
+	if c.lines > maxHeaderLines {
+		// Before net/http sees these lines: it would build a map of
+		// them all before it could refuse them.
+		return 0, c.refuse()
+	}
 	return n, err
+}
+
+var newline = []byte{'\n'}
+
+// refuse answers 431 as net/http would, once and only while net/http is
+// still reading the header, and returns the error that makes it close.
+func (c *limitedConn) refuse() error {
+	if !c.refused && c.limiter.stillWaiting(c) {
+		_, _ = io.WriteString(c.Conn, response431)
+	}
+	c.refused = true
+	return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errRequestTooLarge}
 }
 
 var errRequestTooLarge = errors.New("health: request header too large")

@@ -258,6 +258,16 @@ func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 	head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
 	got := exchange(t, addr, head+strings.Repeat("a", maxRequestBytes-len(head)-5)+"\r\n\r\n")
 	assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n"), "%.40q", got)
+
+	// Lines: the request line, Host, n headers and the blank line.
+	withLines := func(n int) string {
+		return "GET /healthz HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("a: 1\r\n", n-3) + "\r\n"
+	}
+	got = exchange(t, addr, withLines(maxHeaderLines))
+	assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n"), "%.40q", got)
+	for _, lines := range []int{maxHeaderLines + 1, 501, 1000} {
+		assert.Equal(t, response431, exchange(t, addr, withLines(lines)), "%d lines", lines)
+	}
 }
 
 // countingListener counts the sockets it has accepted and not yet closed,

@@ -32,8 +32,9 @@ func isOutOfDescriptors(err error) bool {
 // bounds how much is looked at. A connection accepted with its request
 // complete is protected from eviction before its goroutine has even run,
 // which on a busy machine can come after many newer connections have been
-// accepted; one whose first maxRequestBytes hold no end of header is
-// refused before net/http spends a goroutine and its buffers on it.
+// accepted; one whose first maxRequestBytes hold no end of header, or
+// more than maxHeaderLines, is refused before net/http spends a goroutine
+// and its buffers on it.
 func peekRequest(c net.Conn, buf []byte) peeked {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -48,8 +49,11 @@ func peekRequest(c net.Conn, buf []byte) peeked {
 		n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK)
 		return true // never wait: the socket is non-blocking, and an empty queue is the answer
 	})
+	complete, lines := scanHeader(buf[:max(n, 0)])
 	switch {
-	case n > 0 && headerComplete(buf[:n]):
+	case lines > maxHeaderLines:
+		return peekedOversized
+	case complete:
 		return peekedComplete
 	case n == len(buf):
 		return peekedOversized
@@ -57,16 +61,18 @@ func peekRequest(c net.Conn, buf []byte) peeked {
 	return peekedIncomplete
 }
 
-// headerComplete reports whether p holds the blank line that ends an
-// HTTP/1 request header. net/http accepts "\n" as well as "\r\n" as a line
-// end, so both count.
-func headerComplete(p []byte) bool {
+// scanHeader reports whether p holds the blank line that ends an HTTP/1
+// request header, and how many line ends come up to it (all of p's when
+// it does not). net/http accepts "\n" as well as "\r\n" as a line end, so
+// both count.
+func scanHeader(p []byte) (complete bool, lines int) {
 	lineEmpty := false // only '\r' since the last '\n'
 	for _, b := range p {
 		switch b {
 		case '\n':
+			lines++
 			if lineEmpty {
-				return true
+				return true, lines
 			}
 			lineEmpty = true
 		case '\r':
@@ -74,5 +80,5 @@ func headerComplete(p []byte) bool {
 			lineEmpty = false
 		}
 	}
-	return false
+	return false, lines
 }
