@@ -255,8 +255,8 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // descriptor limit read when Serve starts, and at most 256. To make room it
 // closes the connection that has waited longest without sending a request,
 // never a newcomer and never one being answered, so no number of stalled
-// or silent local clients can cost the kubelet its probe. A request may be
-// 4 KiB at most (more gets net/http's 431); OPTIONS * gets the handler's
+// or silent local clients can cost the kubelet its probe. A request header
+// may be 4 KiB and 64 lines at most (more gets net/http's 431); OPTIONS * gets the handler's
 // 404, not net/http's own answer; and Serve never reads a request body: a
 // request that declares one is answered and its connection closed at once.
 // On Linux, Serve has the kernel hold a connection until its first bytes
