@@ -49,14 +49,24 @@ func dialStalled(t *testing.T, addr string) net.Conn {
 }
 
 // serveReadyLimited serves a Server with every latch set and a bound of
-// limit connections, and returns it with its address and a stop function.
+// limit connections, and returns it with its address and its log.
 func serveReadyLimited(t *testing.T, limit int) (*Server, string, *logBuffer) {
+	t.Helper()
+	s, logs, ln := listenReady(t)
+	addr, _ := startServingOn(t, ln, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, limit) })
+	return s, addr, logs
+}
+
+// listenReady returns a Server with every latch set, its log, and the
+// listener Listen made for it, for a test to wrap before serving.
+func listenReady(t *testing.T) (*Server, *logBuffer, net.Listener) {
 	t.Helper()
 	s, logs := newTestServer(t)
 	s.SetRegistered()
 	s.SetDataPlaneReady()
-	addr, _ := startServingLimited(t, s, limit)
-	return s, addr, logs
+	ln, err := s.Listen()
+	require.NoError(t, err)
+	return s, logs, ln
 }
 
 // assertProbesAnswered sends n kubelet probes, alternating endpoints, and
@@ -161,16 +171,21 @@ func hostileOnce(ctx context.Context, addr, request string, closeSend, reset boo
 // behind the flood, 128 clients deep for 4 slots.
 func TestHostileClientsCannotCostAProbe(t *testing.T) {
 	for _, hc := range hostileClients {
-		t.Run(hc.name, func(t *testing.T) {
-			t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
-			s, addr, logs := serveReadyLimited(t, 4)
-			stop := flood(t, addr, 128, hc.request, hc.closeSend, hc.reset)
-			assertProbesAnswered(t, addr, 6)
-			stop()
-			eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
-			assert.Equal(t, 0, logs.count("level=ERROR"), logs.String())
-		})
+		t.Run(hc.name, func(t *testing.T) { floodAndProbe(t, hc.request, hc.closeSend, hc.reset, 4, 128, 6) })
 	}
+}
+
+// floodAndProbe serves a bound of limit, floods it with clients of one
+// kind, and sends probes while they run: every probe is answered, every
+// slot is released once the flood ends, and nothing is logged as an error.
+func floodAndProbe(t *testing.T, request string, closeSend, reset bool, limit, clients, probes int) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	s, addr, logs := serveReadyLimited(t, limit)
+	stop := flood(t, addr, clients, request, closeSend, reset)
+	assertProbesAnswered(t, addr, probes)
+	stop()
+	eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
+	assert.Equal(t, 0, logs.count("level=ERROR"), logs.String())
 }
 
 // TestNothingLingers floods a bound of a single connection, which is never
@@ -180,14 +195,7 @@ func TestHostileClientsCannotCostAProbe(t *testing.T) {
 // client, 16 deep; answered and closed at once, none does.
 func TestNothingLingers(t *testing.T) {
 	for _, hc := range hostileClients[:11] {
-		t.Run(hc.name, func(t *testing.T) {
-			t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
-			s, addr, _ := serveReadyLimited(t, 1)
-			stop := flood(t, addr, 16, hc.request, hc.closeSend, hc.reset)
-			assertProbesAnswered(t, addr, 4)
-			stop()
-			eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
-		})
+		t.Run(hc.name, func(t *testing.T) { floodAndProbe(t, hc.request, hc.closeSend, hc.reset, 1, 16, 4) })
 	}
 }
 
@@ -237,11 +245,7 @@ func (l opaqueListener) Accept() (net.Conn, error) {
 
 func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
-	s, _ := newTestServer(t)
-	s.SetRegistered()
-	s.SetDataPlaneReady()
-	ln, err := s.Listen()
-	require.NoError(t, err)
+	s, _, ln := listenReady(t)
 	addr, _ := startServingOn(t, wrap(ln), func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
 	for _, size := range []int{maxRequestBytes, 9 << 10, 64 << 10} {
 		c, err := net.Dial("tcp", addr)
@@ -349,11 +353,7 @@ func (c *countedConn) Close() error {
 // socket, never after.
 func TestBoundNeverExceeded(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
-	s, _ := newTestServer(t)
-	s.SetRegistered()
-	s.SetDataPlaneReady()
-	ln, err := s.Listen()
-	require.NoError(t, err)
+	s, _, ln := listenReady(t)
 	const limit = 2
 	counting := &countingListener{Listener: ln, limit: limit}
 	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, limit) })

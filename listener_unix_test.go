@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -19,11 +18,7 @@ import (
 // a log line each time), and say so once.
 func TestOutOfDescriptorsMakesRoom(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
-	s, logs := newTestServer(t)
-	s.SetRegistered()
-	s.SetDataPlaneReady()
-	ln, err := s.Listen()
-	require.NoError(t, err)
+	s, logs, ln := listenReady(t)
 	counting := &countingListener{Listener: ln, limit: 16, outOfFDsAt: 3}
 	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 16) })
 

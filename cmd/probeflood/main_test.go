@@ -242,7 +242,7 @@ func TestResultLines(t *testing.T) {
 	_, err = parseAttackResult("dials=x")
 	assert.Error(t, err)
 
-	s := snapshot{rssKiB: 7000, heapKiB: 300, goroutines: 9, fds: 11, held: 2}
+	s := snapshot{rssKiB: 7000, anonKiB: 3000, heapKiB: 300, goroutines: 9, fds: 11, held: 2}
 	line, ok = strings.CutPrefix(s.String(), "snapshot ")
 	require.True(t, ok)
 	gotS, err := parseSnapshot(line)

@@ -198,6 +198,7 @@ func parseServerResult(s string) (serverResult, error) {
 // holds (0 for the plain server, which does not say).
 type snapshot struct {
 	rssKiB     int64 // VmRSS
+	anonKiB    int64 // RssAnon: of VmRSS, the memory the process allocated, rather than its binary's pages
 	heapKiB    int64 // live heap objects, after a collection
 	goroutines int64
 	fds        int64 // entries of /proc/self/fd, less the one reading it
@@ -210,6 +211,7 @@ func takeSnapshot(srv *health.Server) snapshot {
 	runtime.ReadMemStats(&ms)
 	return snapshot{
 		rssKiB:     procStatusKiB("VmRSS:"),
+		anonKiB:    procStatusKiB("RssAnon:"),
 		heapKiB:    int64(ms.HeapAlloc >> 10),
 		goroutines: int64(runtime.NumGoroutine()),
 		fds:        openFDs(),
@@ -218,13 +220,13 @@ func takeSnapshot(srv *health.Server) snapshot {
 }
 
 func (s snapshot) String() string {
-	return fmt.Sprintf("snapshot rss_kib=%d heap_kib=%d goroutines=%d fds=%d held=%d", s.rssKiB, s.heapKiB, s.goroutines, s.fds, s.held)
+	return fmt.Sprintf("snapshot rss_kib=%d anon_kib=%d heap_kib=%d goroutines=%d fds=%d held=%d", s.rssKiB, s.anonKiB, s.heapKiB, s.goroutines, s.fds, s.held)
 }
 
 // parseSnapshot reads a snapshot line, without its "snapshot " prefix.
 func parseSnapshot(s string) (snapshot, error) {
 	var r snapshot
-	if _, err := fmt.Sscanf(s, "rss_kib=%d heap_kib=%d goroutines=%d fds=%d held=%d", &r.rssKiB, &r.heapKiB, &r.goroutines, &r.fds, &r.held); err != nil {
+	if _, err := fmt.Sscanf(s, "rss_kib=%d anon_kib=%d heap_kib=%d goroutines=%d fds=%d held=%d", &r.rssKiB, &r.anonKiB, &r.heapKiB, &r.goroutines, &r.fds, &r.held); err != nil {
 		return r, fmt.Errorf("server snapshot %q: %w", s, err)
 	}
 	return r, nil

@@ -77,8 +77,8 @@ func runSoak(d time.Duration, server, addr string) error {
 		return err
 	}
 
-	fmt.Println("| server, now | RSS (VmRSS) | live heap | goroutines | open descriptors | connections held |")
-	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Println("| server, now | RSS (VmRSS) | of which anonymous (RssAnon) | live heap | goroutines | open descriptors | connections held |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, p := range []struct {
 		name string
 		s    snapshot
@@ -88,7 +88,7 @@ func runSoak(d time.Duration, server, addr string) error {
 		{fmt.Sprintf("%v after the attack", soakSettle), settled},
 		{"then, free memory returned to the system (debug.FreeOSMemory)", released},
 	} {
-		fmt.Printf("| %s | %.1f MiB | %.1f MiB | %d | %d | %d |\n", p.name, float64(p.s.rssKiB)/1024, float64(p.s.heapKiB)/1024, p.s.goroutines, p.s.fds, p.s.held)
+		fmt.Printf("| %s | %.1f MiB | %.1f MiB | %.1f MiB | %d | %d | %d |\n", p.name, float64(p.s.rssKiB)/1024, float64(p.s.anonKiB)/1024, float64(p.s.heapKiB)/1024, p.s.goroutines, p.s.fds, p.s.held)
 	}
 	healthz, readyz, p50, p99, passed := probeCells(results, soakBar)
 	fmt.Println()
