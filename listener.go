@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -294,6 +293,33 @@ func refuse(nc net.Conn) {
 	_ = nc.Close()
 }
 
+// headerScanner finds the blank line that ends an HTTP/1 request header,
+// across reads, and counts the header's lines up to it: what comes after
+// (a body, a pipelined request) is not the header's. net/http accepts "\n"
+// as well as "\r\n" as a line end, so both count.
+type headerScanner struct {
+	lines     int
+	lineEmpty bool // only '\r' since the last '\n'
+	done      bool // the blank line has been seen
+}
+
+func (s *headerScanner) scan(p []byte) {
+	for _, b := range p {
+		if s.done {
+			return
+		}
+		switch b {
+		case '\n':
+			s.lines++
+			s.done = s.lineEmpty
+			s.lineEmpty = true
+		case '\r':
+		default:
+			s.lineEmpty = false
+		}
+	}
+}
+
 // peeked is what Accept saw of a new connection's request before handing
 // it to net/http.
 type peeked uint8
@@ -488,9 +514,9 @@ type limitedConn struct {
 
 	// Used by the goroutine reading the connection only (net/http's reads
 	// never overlap).
-	read    int  // bytes read so far
-	lines   int  // line ends read so far
-	refused bool // the request has been refused as too large
+	read    int           // bytes read so far
+	header  headerScanner // the request header's lines, as read so far
+	refused bool          // the request has been refused as too large
 }
 
 // Read lets net/http read at most maxRequestBytes. Past that it fails the
@@ -498,7 +524,7 @@ type limitedConn struct {
 // of lingering, and if net/http was still reading the header, it first
 // answers 431 as net/http would have.
 func (c *limitedConn) Read(p []byte) (int, error) {
-	if c.read >= maxRequestBytes || c.lines > maxHeaderLines {
+	if c.read >= maxRequestBytes || c.header.lines > maxHeaderLines {
 		return 0, c.refuse()
 	}
 	if len(p) > maxRequestBytes-c.read {
@@ -506,16 +532,14 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	c.read += n
-	c.lines += bytes.Count(p[:n], newline)
-	if c.lines > maxHeaderLines {
+	c.header.scan(p[:n])
+	if c.header.lines > maxHeaderLines {
 		// Before net/http sees these lines: it would build a map of
 		// them all before it could refuse them.
 		return 0, c.refuse()
 	}
 	return n, err
 }
-
-var newline = []byte{'\n'}
 
 // refuse answers 431 as net/http would, once and only while net/http is
 // still reading the header, and returns the error that makes it close.

@@ -272,6 +272,16 @@ func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 	for _, lines := range []int{maxHeaderLines + 1, 501, 1000} {
 		assert.Equal(t, response431, exchange(t, addr, withLines(lines)), "%d lines", lines)
 	}
+	// What follows the header, a body or pipelined requests, is not the
+	// header's: those lines do not count.
+	for _, tc := range []struct{ raw, status string }{
+		{"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + strings.Repeat("\n", 100), "405"},
+		{strings.Repeat("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 30), "200"},
+		{withLines(maxHeaderLines) + "\n", "200"},
+	} {
+		got := exchange(t, addr, tc.raw)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 "+tc.status+" "), "%.30q: %.40q", tc.raw, got)
+	}
 }
 
 // countingListener counts the sockets it has accepted and not yet closed,

@@ -49,36 +49,15 @@ func peekRequest(c net.Conn, buf []byte) peeked {
 		n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK)
 		return true // never wait: the socket is non-blocking, and an empty queue is the answer
 	})
-	complete, lines := scanHeader(buf[:max(n, 0)])
+	var header headerScanner
+	header.scan(buf[:max(n, 0)])
 	switch {
-	case lines > maxHeaderLines:
+	case header.lines > maxHeaderLines:
 		return peekedOversized
-	case complete:
+	case header.done:
 		return peekedComplete
 	case n == len(buf):
 		return peekedOversized
 	}
 	return peekedIncomplete
-}
-
-// scanHeader reports whether p holds the blank line that ends an HTTP/1
-// request header, and how many line ends come up to it (all of p's when
-// it does not). net/http accepts "\n" as well as "\r\n" as a line end, so
-// both count.
-func scanHeader(p []byte) (complete bool, lines int) {
-	lineEmpty := false // only '\r' since the last '\n'
-	for _, b := range p {
-		switch b {
-		case '\n':
-			lines++
-			if lineEmpty {
-				return true, lines
-			}
-			lineEmpty = true
-		case '\r':
-		default:
-			lineEmpty = false
-		}
-	}
-	return false, lines
 }
