@@ -84,7 +84,7 @@ type connCounters struct {
 	limit        atomic.Int64
 	accepted     atomic.Uint64
 	evicted      atomic.Uint64
-	lastEviction atomic.Int64 // UnixNano; 0 before the first
+	lastEviction atomic.Int64 // monotonicNow of the last eviction; 0 before the first
 }
 
 func (cc *connCounters) status() ConnStatus {
@@ -138,13 +138,12 @@ const (
 // Closing the oldest silent connection costs a probe nothing as long as a
 // probe's request is there when it is accepted, and is answered at once
 // once read. The first is the kernel's job on Linux (setDeferAccept, from
-// the first connection on) and the peek's on every Unix (peekRequest); the
-// second is why Serve
-// disables net/http's own OPTIONS handler, never lets net/http read or wait
-// for a body (closeAfterBody, stopReading) and never lets it read an
-// oversized header (maxRequestBytes, and limitHeaderValues): each of those
-// would hold a connection that cannot be evicted, or a goroutine that
-// sleeps after its connection is gone.
+// the first connection on) and the peek's on every Unix (peekRequest). The
+// second is why Serve disables net/http's own OPTIONS handler, never lets
+// net/http read or wait for a body (closeAfterBody, stopReading) and never
+// lets it read an oversized header (maxRequestBytes, maxHeaderLines,
+// limitHeaderValues): each of those would hold a connection that cannot be
+// evicted, or a goroutine that sleeps after its connection is gone.
 type connLimiter struct {
 	net.Listener
 	logger   *slog.Logger
@@ -177,8 +176,9 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 		peek:     make([]byte, maxRequestBytes),
 	}
 	l.released.L = &l.mu
-	counters.limit.Add(int64(limit))     // until Serve returns: see serve
-	if sc, ok := ln.(syscall.Conn); ok { // not a socket, a test's listener say: nothing to set
+	counters.limit.Add(int64(limit)) // until Serve returns: see serve
+	// A listener that is not a socket (a test's, say) has nothing to set.
+	if sc, ok := ln.(syscall.Conn); ok {
 		rc, err := sc.SyscallConn()
 		if err == nil {
 			err = setDeferAccept(rc)
@@ -488,7 +488,9 @@ func (l *connLimiter) wait() {
 // (and, since Go 1.27, for any it could not drain), sleep 500 ms before
 // closing, holding the slot. So the handler flushes its answer and aborts
 // with http.ErrAbortHandler, on which net/http closes at once, logs
-// nothing and keeps its buffers for the next connection. It aborts even
+// nothing and returns the connection's buffers to its pools (the answer's
+// own 2 KiB buffer is lost, a cost only of requests with a body, never of
+// a probe's). It aborts even
 // when the flush fails, because a client that reset its connection would
 // otherwise get the 500 ms linger. A client that sends a body may see its
 // connection reset before it reads the answer.
@@ -519,10 +521,11 @@ type limitedConn struct {
 	refused bool          // the request has been refused as too large
 }
 
-// Read lets net/http read at most maxRequestBytes. Past that it fails the
-// read as a reset connection does, so that net/http closes at once instead
-// of lingering, and if net/http was still reading the header, it first
-// answers 431 as net/http would have.
+// Read lets net/http read at most maxRequestBytes and a header of at most
+// maxHeaderLines. Past either it fails the read as a broken connection
+// does, so that net/http closes at once instead of answering 431 itself and
+// lingering, and, if net/http was still reading the header, it answers that
+// 431 first.
 func (c *limitedConn) Read(p []byte) (int, error) {
 	if c.read >= maxRequestBytes || c.header.lines > maxHeaderLines {
 		return 0, c.refuse()
