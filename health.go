@@ -38,7 +38,6 @@ package health
 
 import (
 	"errors"
-	"math/bits"
 )
 
 // DefaultListen is the loopback address the kubelet's httpGet probe (with
@@ -60,90 +59,3 @@ var (
 	ErrDeliveryDegraded      = errors.New("event delivery degraded")
 	ErrSubsystemStopped      = errors.New("subsystem stopped")
 )
-
-// The only bodies the handler writes. They are fixed bytes, never formatted,
-// so that nothing from the process's state can reach an unauthenticated
-// client.
-const (
-	bodyOK               = "ok\n"
-	bodyNotFound         = "404 page not found\n"
-	bodyMethodNotAllowed = "Method Not Allowed\n"
-)
-
-// reason is the index of the first unmet readiness condition; reasonReady
-// means none is unmet. The order of the constants is the order of
-// precedence, which the table reasons below mirrors.
-type reason uint8
-
-const (
-	reasonRegistrationPending reason = iota
-	reasonDataPlanePending
-	reasonDataPlaneCheckPending
-	reasonDataPlaneLost
-	reasonDataPlaneStalled
-	reasonDeliveryStopped
-	reasonDeliveryDegraded
-	reasonSubsystemStopped
-	reasonReady
-)
-
-// reasons maps each reason to its sentinel; the /readyz body of a failing
-// reason is "not ready: " + the sentinel's text + "\n", built once in
-// readinessResponses.
-var reasons = [...]error{
-	reasonRegistrationPending:   ErrRegistrationPending,
-	reasonDataPlanePending:      ErrDataPlanePending,
-	reasonDataPlaneCheckPending: ErrDataPlaneCheckPending,
-	reasonDataPlaneLost:         ErrDataPlaneLost,
-	reasonDataPlaneStalled:      ErrDataPlaneStalled,
-	reasonDeliveryStopped:       ErrDeliveryStopped,
-	reasonDeliveryDegraded:      ErrDeliveryDegraded,
-	reasonSubsystemStopped:      ErrSubsystemStopped,
-}
-
-// reasonSet holds reasons, one bit each: every condition unmet at once,
-// which /readyz?verbose and Status show, where /readyz names only the first.
-type reasonSet uint16
-
-func (rs reasonSet) add(r reason, unmet bool) reasonSet {
-	if unmet {
-		rs |= 1 << r
-	}
-	return rs
-}
-
-// first returns the set's first reason in table order, and reasonReady when
-// the set is empty.
-func (rs reasonSet) first() reason {
-	if rs == 0 {
-		return reasonReady
-	}
-	return reason(bits.TrailingZeros16(uint16(rs)))
-}
-
-func (rs reasonSet) has(r reason) bool { return rs&(1<<r) != 0 }
-
-// within returns the reasons of rs from first to last, both included.
-func (rs reasonSet) within(first, last reason) reasonSet {
-	return rs & (1<<(last+1) - 1<<first)
-}
-
-// sentinels returns the sentinel of each reason of rs, in table order.
-func (rs reasonSet) sentinels() []error {
-	var errs []error
-	for r := range reasonReady {
-		if rs.has(r) {
-			errs = append(errs, reasons[r])
-		}
-	}
-	return errs
-}
-
-// String is the text logged when readiness changes: the sentinel's text, or
-// "ready".
-func (r reason) String() string {
-	if r == reasonReady {
-		return "ready"
-	}
-	return reasons[r].Error()
-}

@@ -99,3 +99,49 @@ func (s *Server) Status() Status {
 		Probes: s.probes.counts(),
 	}
 }
+
+// pressureWindow is how long after its last eviction the limiter still
+// reports pressure: long enough that a scrape every 15 s or so sees a flood
+// that comes in bursts.
+const pressureWindow = 10 * time.Second
+
+// ConnStatus is a snapshot of the connections Serve holds. With several
+// Serve calls on one Server (one listener for IPv4 and one for IPv6, say),
+// each field adds up over them: Held and Limit over those running now, the
+// counts over every one since the Server was made.
+type ConnStatus struct {
+	Held     int    // connections held now (counted until their goroutines end)
+	Limit    int    // the bound on Held: a quarter of the soft descriptor limit, at most 256; 0 when Serve is not running
+	Accepted uint64 // connections accepted since Serve began (the first one, with several)
+	Evicted  uint64 // of those, closed to make room: a local flood's signature
+	Pressure bool   // Serve is defending itself now: it evicted within the last 10 s
+}
+
+// connCounters are the atomics behind ConnStatus, kept by the Server so
+// that Status can read them without reaching into a running Serve.
+type connCounters struct {
+	held         atomic.Int64
+	limit        atomic.Int64
+	accepted     atomic.Uint64
+	evicted      atomic.Uint64
+	lastEviction atomic.Int64 // monotonicNow of the last eviction; 0 before the first
+}
+
+func (cc *connCounters) status() ConnStatus {
+	last := cc.lastEviction.Load()
+	return ConnStatus{
+		Held:     int(cc.held.Load()),
+		Limit:    int(cc.limit.Load()),
+		Accepted: cc.accepted.Load(),
+		Evicted:  cc.evicted.Load(),
+		Pressure: last != 0 && time.Duration(monotonicNow()-last) < pressureWindow,
+	}
+}
+
+// monotonicBase anchors monotonicNow.
+var monotonicBase = time.Now()
+
+// monotonicNow is the time since the package was loaded on the monotonic
+// clock, never 0, so that a step of the wall clock cannot make Pressure
+// stick or vanish.
+func monotonicNow() int64 { return int64(time.Since(monotonicBase)) + 1 }

@@ -2,7 +2,6 @@ package health
 
 import (
 	"errors"
-	"net"
 	"syscall"
 )
 
@@ -26,7 +25,3 @@ func isAddressInUse(err error) bool { return errors.Is(err, wsaEADDRINUSE) }
 func isOutOfDescriptors(err error) bool {
 	return errors.Is(err, wsaEMFILE) || errors.Is(err, wsaENOBUFS)
 }
-
-// peekRequest does not look on Windows: a connection counts as answering
-// once net/http has read its request.
-func peekRequest(net.Conn, []byte) peeked { return peekedIncomplete }

@@ -66,7 +66,7 @@ func TestSlowProbeSurvivesChurn(t *testing.T) {
 	// Churn: each newcomer evicts the oldest waiting connection, so the
 	// whole first batch goes, and then the oldest of the churn itself. Had
 	// the probe been accepted when it connected, it would have been among
-	// the victims. This has to happen within deferAcceptSeconds, after
+	// the victims. This has to happen within the deferral (readHeaderTimeout), after
 	// which the kernel hands the silent probe over anyway; it takes a small
 	// fraction of that.
 	churn := make([]net.Conn, 2*limit)

@@ -2,8 +2,6 @@
 
 package health
 
-import "net"
-
 // softDescriptorLimit is 0, unknown, where there is no RLIMIT_NOFILE: the
 // bound is then maxConns.
 func softDescriptorLimit() uint64 { return 0 }
@@ -15,7 +13,3 @@ func isAddressInUse(error) bool { return false }
 // isOutOfDescriptors reports false where there is no RLIMIT_NOFILE to run
 // out of: accept errors go to net/http, which retries them.
 func isOutOfDescriptors(error) bool { return false }
-
-// peekRequest cannot look without the sockets API of Unix: a connection
-// counts as answering once net/http has read its request.
-func peekRequest(net.Conn, []byte) peeked { return peekedIncomplete }

@@ -2,9 +2,12 @@
 
 package health
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // setDeferAccept does nothing outside Linux, which alone has
 // TCP_DEFER_ACCEPT: there a silent client takes a connection slot until it
 // is evicted.
-func setDeferAccept(syscall.RawConn) error { return nil }
+func setDeferAccept(syscall.RawConn, time.Duration) error { return nil }

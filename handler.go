@@ -1,0 +1,114 @@
+package health
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// The only bodies the handler writes. They are fixed bytes, never formatted,
+// so that nothing from the process's state can reach an unauthenticated
+// client.
+const (
+	bodyOK               = "ok\n"
+	bodyNotFound         = "404 page not found\n"
+	bodyMethodNotAllowed = "Method Not Allowed\n"
+)
+
+// The headers every response carries. They are shared, immutable slices
+// assigned straight into the response's header map, which is what keeps a
+// probe free of allocations; each has len == cap, so a middleware's append
+// copies rather than writing into them.
+var (
+	headerContentType = []string{"text/plain; charset=utf-8"}
+	headerNoSniff     = []string{"nosniff"}
+	headerNoStore     = []string{"no-store"}
+	headerAllow       = []string{"GET, HEAD"}
+)
+
+// response is one of the handler's fixed answers, built once.
+type response struct {
+	status        int
+	body          []byte
+	contentLength []string
+}
+
+func newResponse(status int, body string) response {
+	return response{status: status, body: []byte(body), contentLength: []string{strconv.Itoa(len(body))}}
+}
+
+var (
+	responseOK               = newResponse(http.StatusOK, bodyOK)
+	responseNotFound         = newResponse(http.StatusNotFound, bodyNotFound)
+	responseMethodNotAllowed = newResponse(http.StatusMethodNotAllowed, bodyMethodNotAllowed)
+	responseReadiness        = readinessResponses()
+)
+
+// readinessResponses builds the /readyz answer of each reason; the body of a
+// failing reason is "not ready: " and its sentinel's text.
+func readinessResponses() [reasonReady + 1]response {
+	var rs [reasonReady + 1]response
+	for r, err := range reasons {
+		rs[r] = newResponse(http.StatusServiceUnavailable, "not ready: "+err.Error()+"\n")
+	}
+	rs[reasonReady] = responseOK
+	return rs
+}
+
+// Handler returns the probe handler: GET or HEAD on /healthz and /readyz.
+// Paths match the request's bytes exactly: "/healthz/", "//healthz",
+// "/./healthz" and a percent-encoded "/%68ealthz" are 404, never a redirect
+// (a redirect would echo the request back, and a kubelet would follow it).
+//
+// The query string is ignored, but for the key "verbose" on /readyz, with
+// or without a value, as url.ParseQuery reads the query (so "?verbose",
+// "?verbose=1", "?x=1&verbose" and "?verb%6Fse" count; "?verbosex",
+// "?x=verbose" and "?verbose;x" do not). It asks for the Kubernetes API
+// server's verbose format, for a person debugging a node with curl: one
+// line per condition, "[+]name ok" or "[-]name failed: " and the first
+// unmet row's text, then "readyz check passed" or "readyz check failed".
+// The status and headers are those of plain /readyz, and the words are
+// constants too. /healthz ignores the query.
+//
+// The handler takes no lock, logs nothing and allocates nothing, verbose or
+// not: both answers are built when readiness changes, and each answer is
+// counted for Status with an atomic.
+func (s *Server) Handler() http.Handler { return probeHandler{s} }
+
+type probeHandler struct{ s *Server }
+
+func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resp, counter := &responseNotFound, &h.s.probes.other
+	if r.URL.RawPath == "" {
+		switch r.URL.Path {
+		case "/healthz":
+			resp, counter = &responseOK, &h.s.probes.liveness
+		case "/readyz":
+			v := h.s.answer.Load()
+			resp, counter = &responseReadiness[v.reason], &h.s.probes.readyNotReady
+			if v.reason == reasonReady {
+				counter = &h.s.probes.readyOK
+			}
+			if hasQueryKey(r.URL.RawQuery, "verbose") {
+				resp = &v.verbose
+			}
+		}
+	}
+	if resp != &responseNotFound && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		resp, counter = &responseMethodNotAllowed, &h.s.probes.other
+	}
+	counter.Add(1)
+	header := w.Header()
+	header["Content-Type"] = headerContentType
+	header["X-Content-Type-Options"] = headerNoSniff
+	header["Cache-Control"] = headerNoStore
+	header["Content-Length"] = resp.contentLength
+	if resp == &responseMethodNotAllowed {
+		header["Allow"] = headerAllow
+	}
+	w.WriteHeader(resp.status)
+	if r.Method != http.MethodHead {
+		// A failed write means the client went away; there is no one
+		// left to tell, and logging it would let any client fill the log.
+		_, _ = w.Write(resp.body)
+	}
+}
