@@ -37,6 +37,7 @@ type checkCounters struct {
 	runs, failures, panics, stalls uint64
 	lastDuration                   time.Duration
 	lastReturned                   time.Time
+	lastErr                        error
 }
 
 // record counts a check that returned err after running from start to end.
@@ -50,6 +51,7 @@ func (cc *checkCounters) record(err error, start, end time.Time) {
 	}
 	cc.lastDuration = end.Sub(start)
 	cc.lastReturned = end
+	cc.lastErr = err
 }
 
 func (cc *checkCounters) status(installed bool) CheckStatus {
@@ -61,6 +63,7 @@ func (cc *checkCounters) status(installed bool) CheckStatus {
 		Stalls:       cc.stalls,
 		LastDuration: cc.lastDuration,
 		LastReturned: cc.lastReturned,
+		LastError:    cc.lastErr,
 	}
 }
 

@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshnode/health"
@@ -151,78 +151,16 @@ func ExampleServer_Handler_verbose() {
 	// readyz check failed
 }
 
-// conditions name the rows of the readiness table for the health_unmet
-// metric, one series each.
-var conditions = []struct {
-	label string
-	err   error
-}{
-	{"registration_pending", health.ErrRegistrationPending},
-	{"data_plane_not_configured", health.ErrDataPlanePending},
-	{"data_plane_check_pending", health.ErrDataPlaneCheckPending},
-	{"data_plane_lost", health.ErrDataPlaneLost},
-	{"data_plane_check_stalled", health.ErrDataPlaneStalled},
-	{"event_delivery_stopped", health.ErrDeliveryStopped},
-	{"event_delivery_degraded", health.ErrDeliveryDegraded},
-	{"subsystem_stopped", health.ErrSubsystemStopped},
-}
-
-// writeMetrics writes st in the Prometheus text exposition format. An
-// agent calls it from its own metrics endpoint, never from the probe port,
-// whose endpoints are unauthenticated.
-func writeMetrics(w io.Writer, st health.Status) {
-	family := func(name, typ, help string) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-	}
-	one := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
-	unixSeconds := func(t time.Time) float64 {
-		if t.IsZero() {
-			return 0
-		}
-		return float64(t.UnixNano()) / 1e9
-	}
-
-	for _, m := range []struct {
-		name, typ, help string
-		value           float64
-	}{
-		{"health_ready", "gauge", "Whether /readyz answers 200.", one(len(st.Unmet) == 0)},
-		{"health_check_installed", "gauge", "Whether a data-plane check is set.", one(st.Check.Installed)},
-		{"health_check_runs_total", "counter", "Data-plane checks that returned, failures and panics included.", float64(st.Check.Runs)},
-		{"health_check_failures_total", "counter", "Data-plane checks that returned an error or panicked.", float64(st.Check.Failures)},
-		{"health_check_panics_total", "counter", "Data-plane checks that panicked.", float64(st.Check.Panics)},
-		{"health_check_stalls_total", "counter", "Data-plane checks that ran past the stall bound.", float64(st.Check.Stalls)},
-		{"health_check_last_duration_seconds", "gauge", "How long the last returned data-plane check ran.", st.Check.LastDuration.Seconds()},
-		{"health_check_last_return_timestamp_seconds", "gauge", "When the last data-plane check returned; 0 before the first.", unixSeconds(st.Check.LastReturned)},
-		{"health_conns_held", "gauge", "Connections the probe listener holds now.", float64(st.Conns.Held)},
-		{"health_conns_limit", "gauge", "The bound on connections held.", float64(st.Conns.Limit)},
-		{"health_conns_accepted_total", "counter", "Connections the probe listener accepted.", float64(st.Conns.Accepted)},
-		{"health_conns_evicted_total", "counter", "Connections closed to make room: a local flood's signature.", float64(st.Conns.Evicted)},
-		{"health_conns_pressure", "gauge", "Whether the probe listener evicted within the last 10 seconds.", one(st.Conns.Pressure)},
-	} {
-		family(m.name, m.typ, m.help)
-		fmt.Fprintf(w, "%s %g\n", m.name, m.value)
-	}
-	family("health_unmet", "gauge", "Whether a readiness condition is unmet, one series per row of the readiness table.")
-	for _, c := range conditions {
-		fmt.Fprintf(w, "health_unmet{condition=\"%s\"} %g\n", c.label, one(slices.Contains(st.Unmet, c.err)))
-	}
-	family("health_probes_total", "counter", "Answers of the probe handler, by answer.")
-	fmt.Fprintf(w, "health_probes_total{answer=\"healthz_ok\"} %d\n", st.Probes.Liveness)
-	fmt.Fprintf(w, "health_probes_total{answer=\"readyz_ok\"} %d\n", st.Probes.ReadyOK)
-	fmt.Fprintf(w, "health_probes_total{answer=\"readyz_not_ready\"} %d\n", st.Probes.ReadyNotReady)
-	fmt.Fprintf(w, "health_probes_total{answer=\"other\"} %d\n", st.Probes.Other)
-}
-
-// The agent's metrics collector reads Status at scrape time and writes it
-// in the Prometheus text format, with the standard library alone. Unlike
-// Ready, Status lists every unmet condition, so a stopped subsystem shows
-// even behind degraded delivery.
+// An agent that serves its metrics without the Prometheus client reads
+// Status at scrape time, on its own metrics endpoint (never on the
+// unauthenticated probe port), and writes it in the Prometheus text
+// format. Conditions lists every readiness condition, so each gets a
+// series, met or not, and a condition added to the package shows up with
+// no table to edit. The names are those of the healthprom module's
+// collector, which also writes the watchdogs and the stopped subsystems'
+// names (label values that need escaping). Unlike Ready, Status lists
+// every unmet condition: the stopped subsystem shows behind degraded
+// delivery.
 func ExampleServer_Status() {
 	srv := health.NewServer(health.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv.SetRegistered()
@@ -233,12 +171,78 @@ func ExampleServer_Status() {
 		srv.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, target, nil))
 	}
 
-	writeMetrics(os.Stdout, srv.Status())
+	metricsMux := http.NewServeMux()
+	metricsMux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		st := srv.Status() // once, so that every line comes from one snapshot
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		family := func(name, typ, help string) {
+			fmt.Fprintf(w, "# HELP health_%s %s\n# TYPE health_%s %s\n", name, help, name, typ)
+		}
+		one := func(b bool) float64 {
+			if b {
+				return 1
+			}
+			return 0
+		}
+		unixSeconds := func(t time.Time) float64 {
+			if t.IsZero() {
+				return 0
+			}
+			return float64(t.Unix()) + float64(t.Nanosecond())/1e9
+		}
+
+		family("ready", "gauge", "Whether the node is ready: 1 when /readyz answers 200, 0 when it answers 503.")
+		fmt.Fprintf(w, "health_ready %g\n", one(len(st.Unmet) == 0))
+		family("condition_unmet", "gauge", "Whether a readiness condition is unmet (1) or met (0), one series per condition of the readiness table.")
+		for _, cond := range health.Conditions() {
+			label := strings.ReplaceAll(cond.Error(), " ", "_") // lower-case words: nothing to escape
+			fmt.Fprintf(w, "health_condition_unmet{condition=\"%s\"} %g\n", label, one(slices.Contains(st.Unmet, cond)))
+		}
+		for _, m := range []struct {
+			name, typ, help string
+			value           float64
+		}{
+			{"check_installed", "gauge", "Whether a data-plane check is set (1) or not (0).", one(st.Check.Installed)},
+			{"check_runs_total", "counter", "Data-plane checks that returned, failures and panics included.", float64(st.Check.Runs)},
+			{"check_failures_total", "counter", "Data-plane checks that returned an error or panicked.", float64(st.Check.Failures)},
+			{"check_panics_total", "counter", "Data-plane checks that panicked.", float64(st.Check.Panics)},
+			{"check_stalls_total", "counter", "Data-plane checks that ran past the stall bound (three check periods).", float64(st.Check.Stalls)},
+			{"check_last_duration_seconds", "gauge", "How long the last returned data-plane check ran.", st.Check.LastDuration.Seconds()},
+			{"check_last_return_timestamp_seconds", "gauge", "When the last data-plane check returned, in seconds since the Unix epoch; 0 before the first.", unixSeconds(st.Check.LastReturned)},
+			{"connections_held", "gauge", "Connections the probe listener holds now.", float64(st.Conns.Held)},
+			{"connections_limit", "gauge", "The bound on the connections the probe listener holds; 0 before Serve starts.", float64(st.Conns.Limit)},
+			{"connections_accepted_total", "counter", "Connections the probe listener accepted.", float64(st.Conns.Accepted)},
+			{"connections_evicted_total", "counter", "Connections the probe listener closed to make room, before they sent a request: a local flood's signature.", float64(st.Conns.Evicted)},
+			{"connections_pressure", "gauge", "Whether the probe listener is evicting connections to make room (1) or not (0).", one(st.Conns.Pressure)},
+		} {
+			family(m.name, m.typ, m.help)
+			fmt.Fprintf(w, "health_%s %g\n", m.name, m.value)
+		}
+		family("probes_total", "counter", "Answers of the probe handler, by answer: healthz_ok, readyz_ok, readyz_not_ready, and other for 404 and 405.")
+		fmt.Fprintf(w, "health_probes_total{answer=\"healthz_ok\"} %d\n", st.Probes.Liveness)
+		fmt.Fprintf(w, "health_probes_total{answer=\"readyz_ok\"} %d\n", st.Probes.ReadyOK)
+		fmt.Fprintf(w, "health_probes_total{answer=\"readyz_not_ready\"} %d\n", st.Probes.ReadyNotReady)
+		fmt.Fprintf(w, "health_probes_total{answer=\"other\"} %d\n", st.Probes.Other)
+	})
+
+	rec := httptest.NewRecorder()
+	metricsMux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	fmt.Print(rec.Body)
 	// Output:
-	// # HELP health_ready Whether /readyz answers 200.
+	// # HELP health_ready Whether the node is ready: 1 when /readyz answers 200, 0 when it answers 503.
 	// # TYPE health_ready gauge
 	// health_ready 0
-	// # HELP health_check_installed Whether a data-plane check is set.
+	// # HELP health_condition_unmet Whether a readiness condition is unmet (1) or met (0), one series per condition of the readiness table.
+	// # TYPE health_condition_unmet gauge
+	// health_condition_unmet{condition="registration_pending"} 0
+	// health_condition_unmet{condition="data_plane_not_configured"} 0
+	// health_condition_unmet{condition="data_plane_check_pending"} 0
+	// health_condition_unmet{condition="data_plane_lost"} 0
+	// health_condition_unmet{condition="data_plane_check_stalled"} 0
+	// health_condition_unmet{condition="event_delivery_stopped"} 0
+	// health_condition_unmet{condition="event_delivery_degraded"} 1
+	// health_condition_unmet{condition="subsystem_stopped"} 1
+	// # HELP health_check_installed Whether a data-plane check is set (1) or not (0).
 	// # TYPE health_check_installed gauge
 	// health_check_installed 0
 	// # HELP health_check_runs_total Data-plane checks that returned, failures and panics included.
@@ -250,41 +254,31 @@ func ExampleServer_Status() {
 	// # HELP health_check_panics_total Data-plane checks that panicked.
 	// # TYPE health_check_panics_total counter
 	// health_check_panics_total 0
-	// # HELP health_check_stalls_total Data-plane checks that ran past the stall bound.
+	// # HELP health_check_stalls_total Data-plane checks that ran past the stall bound (three check periods).
 	// # TYPE health_check_stalls_total counter
 	// health_check_stalls_total 0
 	// # HELP health_check_last_duration_seconds How long the last returned data-plane check ran.
 	// # TYPE health_check_last_duration_seconds gauge
 	// health_check_last_duration_seconds 0
-	// # HELP health_check_last_return_timestamp_seconds When the last data-plane check returned; 0 before the first.
+	// # HELP health_check_last_return_timestamp_seconds When the last data-plane check returned, in seconds since the Unix epoch; 0 before the first.
 	// # TYPE health_check_last_return_timestamp_seconds gauge
 	// health_check_last_return_timestamp_seconds 0
-	// # HELP health_conns_held Connections the probe listener holds now.
-	// # TYPE health_conns_held gauge
-	// health_conns_held 0
-	// # HELP health_conns_limit The bound on connections held.
-	// # TYPE health_conns_limit gauge
-	// health_conns_limit 0
-	// # HELP health_conns_accepted_total Connections the probe listener accepted.
-	// # TYPE health_conns_accepted_total counter
-	// health_conns_accepted_total 0
-	// # HELP health_conns_evicted_total Connections closed to make room: a local flood's signature.
-	// # TYPE health_conns_evicted_total counter
-	// health_conns_evicted_total 0
-	// # HELP health_conns_pressure Whether the probe listener evicted within the last 10 seconds.
-	// # TYPE health_conns_pressure gauge
-	// health_conns_pressure 0
-	// # HELP health_unmet Whether a readiness condition is unmet, one series per row of the readiness table.
-	// # TYPE health_unmet gauge
-	// health_unmet{condition="registration_pending"} 0
-	// health_unmet{condition="data_plane_not_configured"} 0
-	// health_unmet{condition="data_plane_check_pending"} 0
-	// health_unmet{condition="data_plane_lost"} 0
-	// health_unmet{condition="data_plane_check_stalled"} 0
-	// health_unmet{condition="event_delivery_stopped"} 0
-	// health_unmet{condition="event_delivery_degraded"} 1
-	// health_unmet{condition="subsystem_stopped"} 1
-	// # HELP health_probes_total Answers of the probe handler, by answer.
+	// # HELP health_connections_held Connections the probe listener holds now.
+	// # TYPE health_connections_held gauge
+	// health_connections_held 0
+	// # HELP health_connections_limit The bound on the connections the probe listener holds; 0 before Serve starts.
+	// # TYPE health_connections_limit gauge
+	// health_connections_limit 0
+	// # HELP health_connections_accepted_total Connections the probe listener accepted.
+	// # TYPE health_connections_accepted_total counter
+	// health_connections_accepted_total 0
+	// # HELP health_connections_evicted_total Connections the probe listener closed to make room, before they sent a request: a local flood's signature.
+	// # TYPE health_connections_evicted_total counter
+	// health_connections_evicted_total 0
+	// # HELP health_connections_pressure Whether the probe listener is evicting connections to make room (1) or not (0).
+	// # TYPE health_connections_pressure gauge
+	// health_connections_pressure 0
+	// # HELP health_probes_total Answers of the probe handler, by answer: healthz_ok, readyz_ok, readyz_not_ready, and other for 404 and 405.
 	// # TYPE health_probes_total counter
 	// health_probes_total{answer="healthz_ok"} 1
 	// health_probes_total{answer="readyz_ok"} 0

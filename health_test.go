@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -489,4 +490,24 @@ type readmeHTTPGet struct {
 	Host string `yaml:"host"`
 	Path string `yaml:"path"`
 	Port int    `yaml:"port"`
+}
+
+// TestImportsStandardLibraryOnly holds the package to its promise that
+// importing it pulls in nothing but the standard library: an agent that
+// embeds it, and healthprom's users, must not inherit a dependency through
+// it. It asks the go command for every package the package imports, on
+// each OS it must build on; test-only imports do not count.
+func TestImportsStandardLibraryOnly(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH:", err)
+	}
+	for _, goos := range []string{"linux", "windows", "darwin", "freebsd"} {
+		cmd := exec.Command(goCmd, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".")
+		cmd.Env = append(os.Environ(), "GOOS="+goos)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "GOOS=%s go list: %s", goos, out)
+		assert.Equal(t, []string{"github.com/meshnode/health"}, strings.Fields(string(out)),
+			"GOOS=%s: the packages outside the standard library that health imports", goos)
+	}
 }

@@ -3,6 +3,7 @@ package health
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 )
 
@@ -212,6 +213,19 @@ var reasons = [...]error{
 	reasonDeliveryStopped:       ErrDeliveryStopped,
 	reasonDeliveryDegraded:      ErrDeliveryDegraded,
 	reasonSubsystemStopped:      ErrSubsystemStopped,
+}
+
+// Conditions returns the sentinel of every readiness condition, met or
+// not, in the order of the readiness table, which is the order of
+// Status.Unmet. It exists so that a metrics collector can export one
+// series per condition, including the ones that are met, with no table of
+// its own to keep in step: a condition added to this package shows up in
+// the agent's metrics without an edit there. Each sentinel's text is a
+// constant of the readiness table (the suffix of its /readyz body), so it
+// is a stable label value (healthprom's, with underscores for spaces).
+// The slice is new on every call, so a caller cannot change the table.
+func Conditions() []error {
+	return slices.Clone(reasons[:])
 }
 
 // reasonSet holds reasons, one bit each: every condition unmet at once,

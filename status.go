@@ -1,6 +1,7 @@
 package health
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -8,8 +9,10 @@ import (
 // Status is a snapshot of the Server for the agent's own code: its metrics
 // collector reads it at scrape time, and its authenticated surfaces show
 // it. The package itself exports no metrics, so that it stays free of any
-// metrics dependency; the package example writes a Status in the
-// Prometheus text format with the standard library alone.
+// metrics dependency: the module github.com/meshnode/health/healthprom is
+// the collector for the Prometheus Go client, and the example of
+// Server.Status writes a Status in the Prometheus text format with the
+// standard library alone.
 type Status struct {
 	// Unmet holds the sentinel of every unmet readiness condition, in the
 	// order of the readiness table, where Ready names only the first: a
@@ -20,6 +23,23 @@ type Status struct {
 	Check  CheckStatus // the data-plane check
 	Conns  ConnStatus  // Serve's connections
 	Probes ProbeCounts // answers of Handler(), wherever it is mounted
+	// Watchdogs holds every watchdog not stopped, in Watch order.
+	Watchdogs []WatchdogStatus
+	// Stopped holds the names given to SetSubsystemStopped, each once, in
+	// the order of their first call: the names behind ErrSubsystemStopped,
+	// which otherwise only the log and Ready's text carry.
+	Stopped []string
+}
+
+// WatchdogStatus describes one watchdog (Watch). Names may repeat: the
+// entries are in Watch order, one per watchdog.
+type WatchdogStatus struct {
+	Name     string
+	Timeout  time.Duration
+	Beats    uint64    // Beats since Watch
+	LastBeat time.Time // zero before the first
+	Overdue  bool      // unmet: no Beat yet, or none within Timeout
+	Timeouts uint64    // times it ran past its timeout (its first deadline counts from Watch)
 }
 
 // CheckStatus describes the data-plane check (SetDataPlaneCheck). Its
@@ -49,6 +69,12 @@ type CheckStatus struct {
 	LastDuration time.Duration
 	// LastReturned is when the last check returned; zero before the first.
 	LastReturned time.Time
+	// LastError is the error the last returned check returned, a
+	// recovered panic's included; nil when it passed or none has returned.
+	// Like the counters it outlives a replacement and a nil fn: it
+	// explains LastReturned, not the current verdict. It is for the
+	// agent's authenticated surfaces; no body ever carries it.
+	LastError error
 }
 
 // ProbeCounts count the answers of Handler(), wherever it is mounted, by
@@ -82,21 +108,24 @@ func (pc *probeCounters) counts() ProbeCounts {
 
 // Status returns a snapshot of readiness, the data-plane check, Serve's
 // connections and the probes answered. It never slows a probe: probes take
-// no lock, and their counters are atomics. Unmet and Check are read under
-// the lock that orders readiness changes, so they agree with each other
-// (a failed check in Unmet has its failure counted in Check); the probe
+// no lock, and their counters are atomics. Unmet, Check and Stopped are
+// read under the lock that orders readiness changes, so they agree with
+// each other (a failed check in Unmet has its failure counted in Check, a
+// stopped subsystem in Unmet has its name in Stopped); the probe
 // and connection counters are read one by one while probes go on, so
 // they may be a probe or a connection apart from each other.
 func (s *Server) Status() Status {
 	s.mu.Lock()
 	unmet := s.answer.Load().unmet
 	check := s.checks.status(s.poller != nil)
+	stopped := slices.Clone(s.stopped)
 	s.mu.Unlock()
 	return Status{
-		Unmet:  unmet.sentinels(),
-		Check:  check,
-		Conns:  s.conns.status(),
-		Probes: s.probes.counts(),
+		Unmet:   unmet.sentinels(),
+		Check:   check,
+		Conns:   s.conns.status(),
+		Probes:  s.probes.counts(),
+		Stopped: stopped,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -193,4 +194,92 @@ func TestStatusIsASnapshot(t *testing.T) {
 	st.Unmet[0] = errors.New("changed by a caller")
 	assert.Equal(t, ErrRegistrationPending, s.Status().Unmet[0])
 	assert.Equal(t, http.StatusServiceUnavailable, serve(s.Handler(), "GET", "/readyz").Code)
+}
+
+// TestStatusCheckLastError steps a check through a failure, a pass, a
+// panic and a failure, then removes it. Each call announces itself and
+// waits for its result; the poller records a result before it starts the
+// next check, so once call n+1 has started, result n is in and nothing
+// later is.
+func TestStatusCheckLastError(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := newPolledServer(t)
+	assert.Nil(t, s.Status().Check.LastError, "no check set")
+
+	started := make(chan struct{})
+	results := make(chan func() error)
+	check := func() error {
+		started <- struct{}{}
+		return (<-results)()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.SetDataPlaneCheck(ctx, check)
+	<-started
+	assert.Nil(t, s.Status().Check.LastError, "none returned yet")
+	next := func(result func() error) CheckStatus {
+		results <- result
+		<-started
+		return s.Status().Check
+	}
+
+	st := next(failingCheck(errPlantedCheck))
+	assert.Same(t, errPlantedCheck, st.LastError, "the check's own error, unwrapped")
+
+	st = next(failingCheck(nil))
+	assert.Nil(t, st.LastError, "the check passed")
+
+	st = next(func() error { panic("PLANTED-panic-value") })
+	require.Error(t, st.LastError, "a panic is a failure")
+	assert.Equal(t, "data-plane check panicked: PLANTED-panic-value", st.LastError.Error())
+	assert.Equal(t, uint64(1), st.Panics)
+
+	next(failingCheck(errPlantedCheck))
+	s.SetDataPlaneCheck(ctx, nil)
+	results <- failingCheck(nil) // the fifth check's result feeds nothing
+	st = s.Status().Check
+	assert.False(t, st.Installed)
+	assert.Equal(t, uint64(4), st.Runs)
+	assert.Same(t, errPlantedCheck, st.LastError, "like the counters, it outlives the check")
+	assert.Empty(t, s.Status().Unmet, "while readiness no longer rests on it")
+}
+
+func TestStatusStopped(t *testing.T) {
+	s, _ := newTestServer(t)
+	assert.Empty(t, s.Status().Stopped)
+	for _, name := range []string{"route-sync", plantedSubsystem, "route-sync", "", "\x00odd\n"} {
+		s.SetSubsystemStopped(name)
+	}
+	st := s.Status()
+	assert.Equal(t, []string{"route-sync", plantedSubsystem, "", "\x00odd\n"}, st.Stopped, "each name once, in order")
+	assert.Contains(t, st.Unmet, ErrSubsystemStopped)
+
+	st.Stopped[0] = "changed by a caller"
+	assert.Equal(t, "route-sync", s.Status().Stopped[0], "a snapshot")
+	assert.Equal(t, "not ready: registration pending\n", serve(s.Handler(), "GET", "/readyz").Body.String(),
+		"the names reach no body")
+}
+
+// TestConditions checks that Conditions is the readiness table itself, in
+// its order, and that a caller cannot change the table through it.
+func TestConditions(t *testing.T) {
+	conds := Conditions()
+	require.Len(t, conds, int(reasonReady), "one per row of the readiness table")
+	for r, err := range conds {
+		assert.Same(t, reasons[r], err, "row %d", r+1)
+		// Collectors use the text as a label value: keep it words of
+		// lower-case letters, so that it stays one without escaping.
+		assert.Regexp(t, `^[a-z]+( [a-z]+)*$`, err.Error())
+	}
+	conds[0] = errors.New("changed by a caller")
+	assert.Same(t, ErrRegistrationPending, Conditions()[0])
+
+	s, _ := newTestServer(t)
+	s.SetSubsystemStopped(plantedSubsystem)
+	s.SetDeliveryMode("")
+	s.SetDeliveryStopped()
+	setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
+	unmet := s.Status().Unmet
+	assert.Equal(t, unmet, slices.DeleteFunc(Conditions(), func(err error) bool { return !slices.Contains(unmet, err) }),
+		"Status.Unmet lists them in the same order")
 }
