@@ -30,7 +30,7 @@ const (
 	idleTimeout = 2 * time.Second
 	// maxHeaderBytes is net/http's MaxHeaderBytes. net/http reads up to
 	// 4 KiB more before it gives up; the connection stops it earlier, at
-	// maxRequestBytes, so that it never lingers over a refused header.
+	// maxRequestBytes, which says why.
 	maxHeaderBytes = 4 << 10
 	// shutdownBound is how long Serve waits, once ctx is done, for
 	// requests in flight before it closes every connection.

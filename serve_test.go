@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -254,28 +253,6 @@ func TestOneRequestPerConnection(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(got, "HTTP/1.1 "), "one answer, then close:\n%s", got)
 	assert.Contains(t, got, "\r\nConnection: close\r\n")
 	assert.True(t, strings.HasSuffix(got, "\r\n\r\nok\n"))
-}
-
-func TestOversizedHeaderNeverOK(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
-	addr := serveReady(t)
-	for _, size := range []int{9 << 10, 64 << 10, 1 << 20} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			c, err := net.Dial("tcp", addr)
-			require.NoError(t, err)
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			go func() {
-				// The server may close before all is written; that is the point.
-				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", size)+"\r\n\r\n")
-			}()
-			got, _ := io.ReadAll(c)
-			assert.NotContains(t, string(got), " 200 ")
-			if len(got) > 0 {
-				assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 431 "), "%q", got)
-			}
-		})
-	}
 }
 
 // TestHostileRequestsLogNothing sends malformed and hostile requests over
