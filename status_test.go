@@ -37,46 +37,14 @@ func TestStatusProbeCounts(t *testing.T) {
 	assert.Equal(t, ProbeCounts{Liveness: 2, ReadyOK: 3, ReadyNotReady: 2, Other: 4}, s.Status().Probes)
 }
 
+// TestStatusUnmet checks Status().Unmet in every state of serverStates:
+// every unmet condition, in table order, where Ready names only the first.
 func TestStatusUnmet(t *testing.T) {
-	tests := []struct {
-		name  string
-		set   func(s *Server)
-		unmet []error
-	}{
-		{"fresh server", func(s *Server) {}, []error{ErrRegistrationPending, ErrDataPlanePending}},
-		{"ready", func(s *Server) {
-			s.SetRegistered()
-			s.SetDataPlaneReady()
-		}, nil},
-		{"check pending", func(s *Server) {
-			s.SetRegistered()
-			s.SetDataPlaneReady()
-			setCheckVerdict(s, checkVerdict{pending: true})
-		}, []error{ErrDataPlaneCheckPending}},
-		{"a stopped subsystem behind stopped and degraded delivery", func(s *Server) {
-			s.SetRegistered()
-			s.SetDataPlaneReady()
-			s.SetSubsystemStopped(plantedSubsystem)
-			s.SetDeliveryStopped()
-			s.SetDeliveryMode(DeliveryModeDegradedPolling)
-		}, []error{ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped}},
-		{"everything unmet at once", func(s *Server) {
-			s.SetSubsystemStopped(plantedSubsystem)
-			s.SetDeliveryMode("")
-			s.SetDeliveryStopped()
-			setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
-		}, []error{ErrRegistrationPending, ErrDataPlanePending, ErrDataPlaneLost, ErrDataPlaneStalled,
-			ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped}},
-	}
-	for _, tc := range tests {
+	for _, tc := range serverStates {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newTestServer(t)
 			tc.set(s)
-			st := s.Status()
-			assert.Equal(t, tc.unmet, st.Unmet, "the sentinels themselves, in table order")
-			if len(tc.unmet) > 0 {
-				assert.ErrorIs(t, s.Ready(), tc.unmet[0], "Ready names the first of them")
-			}
+			assert.Equal(t, tc.unmet, s.Status().Unmet, "the sentinels themselves, in table order")
 		})
 	}
 }
@@ -116,7 +84,6 @@ func scriptedCheck() (check func() error, started <-chan int, release func(n int
 }
 
 func TestStatusCheck(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newPolledServer(t)
 	assert.Equal(t, CheckStatus{}, s.Status().Check, "no check set")
 
@@ -155,20 +122,14 @@ func TestStatusCheck(t *testing.T) {
 }
 
 func TestStatusCheckCountsOnlyResultsThatFeedReadiness(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newTestServer(t)
 	s.checkPeriod = time.Hour
-	first, started, releaseFirst := firstCallBlocks(errPlantedCheck)
-	defer releaseFirst()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s.SetDataPlaneCheck(ctx, first)
-	<-started
-	s.SetDataPlaneCheck(ctx, failingCheck(nil))
+	releaseFirst := setBlockedCheck(t, s, errPlantedCheck)
+	s.SetDataPlaneCheck(t.Context(), failingCheck(nil))
 	eventually(t, func() bool { return s.Status().Check.Runs == 1 }, "the second check returns")
 	releaseFirst()
-	cancel()
-	goleak.VerifyNone(t) // the first check's poller has recorded what it would
+	s.SetDataPlaneCheck(t.Context(), nil)
+	goleak.VerifyNone(t) // waits for both pollers to exit: the first has recorded what it would
 	assert.Equal(t, uint64(1), s.Status().Check.Runs)
 	assert.Zero(t, s.Status().Check.Failures, "the replaced check's failure is not counted")
 }
