@@ -3,6 +3,8 @@ package health
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -141,8 +143,50 @@ func TestStatusConns(t *testing.T) {
 	s.conns.limit.Store(256)
 	s.conns.accepted.Store(40)
 	s.conns.evicted.Store(7)
-	s.conns.lastEviction.Store(time.Now().UnixNano())
-	assert.Equal(t, ConnStatus{Held: 3, Limit: 256, Accepted: 40, Evicted: 7, Pressure: true}, s.Status().Conns)
+	assert.Equal(t, ConnStatus{Held: 3, Limit: 256, Accepted: 40, Evicted: 7}, s.Status().Conns, "no eviction yet: no pressure")
+
+	// lastEviction is on monotonicNow's clock; a time on any other clock,
+	// such as a wall-clock UnixNano, would make these cases fail.
+	now := monotonicNow()
+	for _, tc := range []struct {
+		name         string
+		lastEviction int64
+		pressure     bool
+	}{
+		{"an eviction now", now, true},
+		{"an eviction a second inside the window", now - int64(pressureWindow-time.Second), true},
+		{"an eviction a second past the window", now - int64(pressureWindow+time.Second), false},
+		{"an eviction an hour ago", now - int64(time.Hour), false},
+	} {
+		s.conns.lastEviction.Store(tc.lastEviction)
+		assert.Equal(t, tc.pressure, s.Status().Conns.Pressure, tc.name)
+	}
+}
+
+// TestEvictionStartsPressure fills a bound of 2 with silent clients, so
+// that Serve evicts, and reads the pressure that leaves: on at once, and
+// off once pressureWindow has passed, on the clock Serve stamped the
+// eviction with.
+func TestEvictionStartsPressure(t *testing.T) {
+	s, _ := newTestServer(t)
+	addr, stop := startServingLimited(t, s, 2)
+	before := monotonicNow()
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
+		require.NoError(t, err)
+	}
+	eventually(t, func() bool { return s.Status().Conns.Evicted > 0 }, "Serve evicts")
+	require.NoError(t, stop()) // nothing is evicted from here on
+	stamped := s.conns.lastEviction.Load()
+	after := monotonicNow()
+
+	assert.True(t, before <= stamped && stamped <= after, "the eviction is stamped with monotonicNow: %d is not within [%d, %d]", stamped, before, after)
+	assert.True(t, s.Status().Conns.Pressure)
+	s.conns.lastEviction.Store(stamped - int64(pressureWindow)) // as if pressureWindow had passed
+	assert.False(t, s.Status().Conns.Pressure)
 }
 
 // TestStatusIsASnapshot checks that Status hands out a copy: a caller that
