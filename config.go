@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // Config is the health block of the agent's configuration. It carries json
@@ -18,9 +19,10 @@ type Config struct {
 	// listener off: a kubelet probing a port nobody listens on would
 	// restart the agent.
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
-	// Listen is the host:port to bind, DefaultListen when empty. An empty
-	// host binds every interface, which exposes the unauthenticated
-	// endpoints to the network; it is allowed as an explicit opt-in.
+	// Listen is the host:port to bind, DefaultListen when empty; Validate
+	// says which hosts it takes. An empty host binds every interface,
+	// which exposes the unauthenticated endpoints to the network; it is
+	// allowed as an explicit opt-in.
 	Listen string `yaml:"listen" json:"listen,omitempty"`
 }
 
@@ -43,9 +45,16 @@ func (c *Config) IsEnabled() bool {
 // value. It checks Listen even when the config is disabled, so that a typo
 // surfaces the day it is written rather than the day the listener is turned
 // back on. Call ApplyDefaults first: an empty Listen is an error here.
+//
+// Listen is host:port with a port from 0 to 65535. The host is empty (every
+// interface, an explicit opt-in: ":9101"), an IP address (an IPv6 one in
+// brackets, with or without a zone: "[::1]:9101", "[fe80::1%eth0]:9101"), or
+// a host name made of RFC 1123 labels: "localhost", "node-1.example". Empty
+// brackets ("[]:9101") are refused, although net.Listen would read them as
+// every interface: that opt-in is written ":9101", never by accident.
 func (c *Config) Validate() error {
 	if c.Listen == "" {
-		return fmt.Errorf("health: listen is empty: want host:port, such as %q", DefaultListen)
+		return fmt.Errorf("health: listen is empty: call ApplyDefaults before Validate to get DefaultListen (%q), or set host:port", DefaultListen)
 	}
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
@@ -64,8 +73,22 @@ func (c *Config) Validate() error {
 	if !isPrintableASCII(host) {
 		return fmt.Errorf("health: listen %q: host %q holds a space or a byte outside printable ASCII", c.Listen, host)
 	}
-	if host != "" && !isIPLiteral(host) && !isHostName(host) {
-		return fmt.Errorf("health: listen %q: host %q is neither an IP address nor a host name", c.Listen, host)
+	// SplitHostPort takes the brackets off, and lets them hold anything,
+	// nothing included.
+	if strings.HasPrefix(c.Listen, "[") {
+		if host == "" {
+			return fmt.Errorf("health: listen %q: empty brackets; to listen on every interface, write %q", c.Listen, ":"+port)
+		}
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+			return fmt.Errorf("health: listen %q: host %q in brackets is not an IPv6 address", c.Listen, host)
+		}
+		return nil
+	}
+	if host == "" || isIPLiteral(host) {
+		return nil
+	}
+	if why := hostNameFault(host); why != "" {
+		return fmt.Errorf("health: listen %q: host %q is neither an IP address nor a host name: %s", c.Listen, host, why)
 	}
 	return nil
 }
@@ -89,19 +112,44 @@ func isIPLiteral(host string) bool {
 	return err == nil
 }
 
-// isHostName accepts the letters, digits, hyphens, underscores and dots of a
-// DNS name, at most 253 bytes, so that a value with spaces or control bytes
-// is caught at startup rather than by the resolver.
-func isHostName(host string) bool {
+// hostNameFault returns what keeps host from being a host name of RFC 1123
+// labels, or "" when it is one: at most 253 bytes of labels joined by dots,
+// each 1 to 63 letters, digits and hyphens, not starting or ending with a
+// hyphen, the last not all digits (RFC 1123 2.1: a name never looks like a
+// dotted-decimal address, such as "127.0.0.256", which some resolvers read
+// as an address anyway). A name with a trailing dot ("localhost.") is
+// refused: it is DNS's spelling of an absolute name, not a host name, and
+// Go's resolver asks DNS for it rather than /etc/hosts, so "localhost."
+// would fail only at Listen, or bind where DNS says.
+func hostNameFault(host string) string {
 	if len(host) > 253 {
-		return false
+		return "longer than 253 bytes"
 	}
-	for i := 0; i < len(host); i++ {
-		switch b := host[i]; {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '-', b == '.', b == '_':
-		default:
-			return false
+	if strings.HasSuffix(host, ".") {
+		return "it ends in a dot"
+	}
+	labels := strings.Split(host, ".")
+	for _, label := range labels {
+		switch {
+		case label == "":
+			return "it has an empty label"
+		case len(label) > 63:
+			return fmt.Sprintf("label %q is longer than 63 bytes", label)
+		case label[0] == '-' || label[len(label)-1] == '-':
+			return fmt.Sprintf("label %q starts or ends with a hyphen", label)
+		}
+		for i := 0; i < len(label); i++ {
+			if b := label[i]; !isLetterOrDigit(b) && b != '-' {
+				return fmt.Sprintf("label %q holds %q, which is not a letter, digit or hyphen", label, b)
+			}
 		}
 	}
-	return true
+	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" {
+		return fmt.Sprintf("its last label %q is all digits, which only an IP address has", last)
+	}
+	return ""
+}
+
+func isLetterOrDigit(b byte) bool {
+	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
 }

@@ -2,6 +2,7 @@ package health
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,8 +28,11 @@ func TestConfigDefaults(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	good := []string{
-		"127.0.0.1:9101", ":9101", "0.0.0.0:0", "[::1]:9101", "[::]:65535",
-		"localhost:9101", "node-1.example_internal:80", "[fe80::1%eth0]:9101", "127.0.0.1:09101",
+		"127.0.0.1:9101", "127.0.0.1:0", ":9101", "0.0.0.0:0", "[::1]:9101", "[::1]:0", "[::]:65535",
+		"[fe80::1%eth0]:9101", "[fe80::1%eth0]:0", "[::ffff:127.0.0.1]:9101", "127.0.0.1:09101",
+		"localhost:0", "localhost:9101", "node-1.example:9101", "NODE-1.Example:80", "a:0", "1a:0", "x1.example.9z:0",
+		"xn--bcher-kva.example:0", strings.Repeat("a", 63) + ".example:0",
+		strings.Repeat(strings.Repeat("a", 62)+".", 4) + "b:0", // 253 bytes
 	}
 	for _, listen := range good {
 		t.Run(listen, func(t *testing.T) {
@@ -37,7 +41,7 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	bad := []struct{ listen, want string }{
-		{"", `health: listen is empty: want host:port, such as "127.0.0.1:9101"`},
+		{"", `health: listen is empty: call ApplyDefaults before Validate to get DefaultListen ("127.0.0.1:9101"), or set host:port`},
 		{"127.0.0.1", `health: listen "127.0.0.1" is not host:port: missing port in address`},
 		{"9101", `health: listen "9101" is not host:port: missing port in address`},
 		{"::1:9101", `health: listen "::1:9101" is not host:port: too many colons in address`},
@@ -48,7 +52,32 @@ func TestConfigValidate(t *testing.T) {
 		{"127.0.0.1:+80", `health: listen "127.0.0.1:+80": port "+80" is not a number from 0 to 65535`},
 		{"127.0.0.1:http", `health: listen "127.0.0.1:http": port "http" is not a number from 0 to 65535`},
 		{"bad host:9101", `health: listen "bad host:9101": host "bad host" holds a space or a byte outside printable ASCII`},
-		{"a/b:9101", `health: listen "a/b:9101": host "a/b" is neither an IP address nor a host name`},
+		{"a/b:9101", `health: listen "a/b:9101": host "a/b" is neither an IP address nor a host name: label "a/b" holds '/', which is not a letter, digit or hyphen`},
+		// Only an IPv6 address goes in brackets, and never nothing: "[]"
+		// would bind every interface.
+		{"[]:0", `health: listen "[]:0": empty brackets; to listen on every interface, write ":0"`},
+		{"[]:9101", `health: listen "[]:9101": empty brackets; to listen on every interface, write ":9101"`},
+		{"[localhost]:0", `health: listen "[localhost]:0": host "localhost" in brackets is not an IPv6 address`},
+		{"[127.0.0.1]:0", `health: listen "[127.0.0.1]:0": host "127.0.0.1" in brackets is not an IPv6 address`},
+		{"[fe80::zz]:0", `health: listen "[fe80::zz]:0": host "fe80::zz" in brackets is not an IPv6 address`},
+		{"[127.0.0.1%eth0]:0", `health: listen "[127.0.0.1%eth0]:0": host "127.0.0.1%eth0" in brackets is not an IPv6 address`},
+		// A host name is RFC 1123 labels joined by dots.
+		{"...:0", `health: listen "...:0": host "..." is neither an IP address nor a host name: it ends in a dot`},
+		{".:0", `health: listen ".:0": host "." is neither an IP address nor a host name: it ends in a dot`},
+		{"localhost.:0", `health: listen "localhost.:0": host "localhost." is neither an IP address nor a host name: it ends in a dot`},
+		{".a:0", `health: listen ".a:0": host ".a" is neither an IP address nor a host name: it has an empty label`},
+		{"a..b:0", `health: listen "a..b:0": host "a..b" is neither an IP address nor a host name: it has an empty label`},
+		{"-:0", `health: listen "-:0": host "-" is neither an IP address nor a host name: label "-" starts or ends with a hyphen`},
+		{"x.-:0", `health: listen "x.-:0": host "x.-" is neither an IP address nor a host name: label "-" starts or ends with a hyphen`},
+		{"-node.example:0", `health: listen "-node.example:0": host "-node.example" is neither an IP address nor a host name: label "-node" starts or ends with a hyphen`},
+		{"node-.example:0", `health: listen "node-.example:0": host "node-.example" is neither an IP address nor a host name: label "node-" starts or ends with a hyphen`},
+		{"_:0", `health: listen "_:0": host "_" is neither an IP address nor a host name: label "_" holds '_', which is not a letter, digit or hyphen`},
+		{"node-1.example_internal:80", `health: listen "node-1.example_internal:80": host "node-1.example_internal" is neither an IP address nor a host name: label "example_internal" holds '_', which is not a letter, digit or hyphen`},
+		{"127.0.0.256:0", `health: listen "127.0.0.256:0": host "127.0.0.256" is neither an IP address nor a host name: its last label "256" is all digits, which only an IP address has`},
+		{"10.1:0", `health: listen "10.1:0": host "10.1" is neither an IP address nor a host name: its last label "1" is all digits, which only an IP address has`},
+		{"1234:0", `health: listen "1234:0": host "1234" is neither an IP address nor a host name: its last label "1234" is all digits, which only an IP address has`},
+		{strings.Repeat("a", 64) + ".example:0", `health: listen "` + strings.Repeat("a", 64) + `.example:0": host "` + strings.Repeat("a", 64) + `.example" is neither an IP address nor a host name: label "` + strings.Repeat("a", 64) + `" is longer than 63 bytes`},
+		{strings.Repeat(strings.Repeat("a", 62)+".", 4) + "bc:0", `health: listen "` + strings.Repeat(strings.Repeat("a", 62)+".", 4) + `bc:0": host "` + strings.Repeat(strings.Repeat("a", 62)+".", 4) + `bc" is neither an IP address nor a host name: longer than 253 bytes`},
 		// netip.ParseAddr accepts any byte in an IPv6 zone; Validate must not.
 		{"[fe80::1%a\nb]:9101", `health: listen "[fe80::1%a\nb]:9101": host "fe80::1%a\nb" holds a space or a byte outside printable ASCII`},
 		{"[fe80::1%a b]:9101", `health: listen "[fe80::1%a b]:9101": host "fe80::1%a b" holds a space or a byte outside printable ASCII`},

@@ -69,7 +69,7 @@ const (
 // net/http read or wait for a body (closeAfterBody, stopReading) and never
 // lets it read an oversized header (maxRequestBytes, maxHeaderLines,
 // limitHeaderValues): each of those would hold a connection that cannot be
-// evicted, or a goroutine that sleeps after its connection is gone.
+// evicted, or one net/http lingers over (see maxRequestBytes).
 type connLimiter struct {
 	net.Listener
 	logger   *slog.Logger

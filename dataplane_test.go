@@ -20,8 +20,7 @@ func newPolledServer(t *testing.T) (*Server, *logBuffer) {
 	t.Helper()
 	s, logs := newTestServer(t)
 	s.checkPeriod = time.Millisecond
-	s.SetRegistered()
-	s.SetDataPlaneReady()
+	setLatches(s)
 	return s, logs
 }
 
@@ -62,7 +61,6 @@ func waitCalls(t *testing.T, calls <-chan int, n int) {
 
 func TestDataPlaneCheck(t *testing.T) {
 	t.Run("runs at once, fails, recovers, logs each change once", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
 		var mu sync.Mutex
 		failing := true
@@ -97,7 +95,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("never runs per probe", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newTestServer(t) // the real period: one call in this test's life
 		check, calls := countingCheck(func() error { return nil })
 		ctx, cancel := context.WithCancel(context.Background())
@@ -112,7 +109,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("a panic is a failed check and the poller goes on", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
 		check, calls := countingCheck(func() error { panic("PLANTED-panic-value") })
 		ctx, cancel := context.WithCancel(context.Background())
@@ -128,7 +124,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("a panic after failures is logged with its stack", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
 		var n atomic.Int32
 		check, calls := countingCheck(func() error {
@@ -147,7 +142,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("a second call replaces the first", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newPolledServer(t)
 		release := make(chan struct{})
 		firstStarted := make(chan struct{})
@@ -171,7 +165,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("the earlier verdict stands until the new check's first result", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newPolledServer(t)
 		check, calls := countingCheck(failingCheck(errPlantedCheck))
 		s.SetDataPlaneCheck(context.Background(), check)
@@ -190,7 +183,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("nil fn stops the poller and drops the verdict", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newPolledServer(t)
 		check, calls := countingCheck(failingCheck(errPlantedCheck))
 		s.SetDataPlaneCheck(context.Background(), check)
@@ -202,7 +194,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("a hung check is a stall until it returns", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
 		release := make(chan struct{})
 		var hang sync.Once
@@ -225,7 +216,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("a stall behind a failure reports the failure", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newPolledServer(t)
 		release := make(chan struct{})
 		n := 0
@@ -247,7 +237,6 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("stops on ctx even while fn is blocked", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newPolledServer(t)
 		release := make(chan struct{})
 		check, calls := countingCheck(func() error {
@@ -260,11 +249,11 @@ func TestDataPlaneCheck(t *testing.T) {
 		cancel()
 		close(release) // the poller exits as soon as fn returns
 		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneLost) }, "the in-flight result counts")
-		// goleak, deferred, proves the goroutine is gone; the verdict stays.
+		goleak.VerifyNone(t) // the poller has exited: what this test is about
+		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost, "the verdict stays")
 	})
 
 	t.Run("a context already done runs nothing; nil ctx is Background", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newTestServer(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -292,20 +281,27 @@ func firstCallBlocks(result error) (check func() error, started <-chan struct{},
 	return check, startedCh, func() { released.Do(func() { close(releaseCh) }) }
 }
 
+// setBlockedCheck sets on s a check of firstCallBlocks(result), with the
+// test's context, and returns once its first call has started, blocked
+// until release is called. The test's end releases it, and ends its
+// poller.
+func setBlockedCheck(t *testing.T, s *Server, result error) (release func()) {
+	t.Helper()
+	check, started, release := firstCallBlocks(result)
+	t.Cleanup(release) // after t.Context() is done: the poller then exits
+	s.SetDataPlaneCheck(t.Context(), check)
+	<-started
+	return release
+}
+
 // TestDataPlaneCheckPending is readiness row 3: a set check that has not
 // returned yet has given no evidence, so the node is not ready.
 func TestDataPlaneCheckPending(t *testing.T) {
 	t.Run("from the call until the first result, set before SetDataPlaneReady", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newTestServer(t)
 		s.checkPeriod = time.Hour // no stall can intervene
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		check, started, release := firstCallBlocks(nil)
-		defer release()
 		s.SetRegistered()
-		s.SetDataPlaneCheck(ctx, check)
-		<-started
+		release := setBlockedCheck(t, s, nil)
 		assert.ErrorIs(t, s.Ready(), ErrDataPlanePending, "row 2 comes before row 3")
 		s.SetDataPlaneReady()
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready())
@@ -323,22 +319,17 @@ func TestDataPlaneCheckPending(t *testing.T) {
 	})
 
 	t.Run("a first check that hangs is pending, then stalled", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newTestServer(t)
-		s.checkPeriod = time.Millisecond
-		check, started, release := firstCallBlocks(nil)
-		defer release()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
+		// A stall bound of 30 ms: time enough for SetDataPlaneReady to
+		// land while the check is pending, short enough to wait for.
+		s.checkPeriod = 10 * time.Millisecond
 		s.SetRegistered()
-		s.SetDataPlaneCheck(ctx, check)
+		release := setBlockedCheck(t, s, nil)
 		s.SetDataPlaneReady()
-		<-started
 		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneStalled) }, "stalled")
 		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 		release()
 		eventually(t, func() bool { return s.Ready() == nil }, "ready once it returned")
-		cancel()
 		assert.Equal(t, []string{
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`,
@@ -348,17 +339,10 @@ func TestDataPlaneCheckPending(t *testing.T) {
 	})
 
 	t.Run("the stall timer ends pending", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newTestServer(t)
 		s.checkPeriod = time.Hour
-		check, started, release := firstCallBlocks(nil)
-		defer release()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		s.SetRegistered()
-		s.SetDataPlaneReady()
-		s.SetDataPlaneCheck(ctx, check)
-		<-started
+		setLatches(s)
+		setBlockedCheck(t, s, nil)
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready())
 		// Fire the stall timer now, as it would after three periods.
 		s.mu.Lock()
@@ -370,46 +354,27 @@ func TestDataPlaneCheckPending(t *testing.T) {
 	})
 
 	t.Run("a replacement keeps the earlier verdict, or pending with none", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newTestServer(t)
 		s.checkPeriod = time.Hour
-		s.SetRegistered()
-		s.SetDataPlaneReady()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-
-		first, firstStarted, releaseFirst := firstCallBlocks(errPlantedCheck)
-		defer releaseFirst()
-		s.SetDataPlaneCheck(ctx, first)
-		<-firstStarted
-		second, secondStarted, releaseSecond := firstCallBlocks(nil)
-		defer releaseSecond()
-		s.SetDataPlaneCheck(ctx, second)
-		<-secondStarted
+		setLatches(s)
+		releaseFirst := setBlockedCheck(t, s, errPlantedCheck)
+		releaseSecond := setBlockedCheck(t, s, nil)
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready(), "no verdict yet: row 3 stands")
 		releaseFirst()
 		releaseSecond()
 		eventually(t, func() bool { return s.Ready() == nil }, "the new check's first result")
 
-		third, thirdStarted, releaseThird := firstCallBlocks(errPlantedCheck)
-		defer releaseThird()
-		s.SetDataPlaneCheck(ctx, third)
-		<-thirdStarted
+		releaseThird := setBlockedCheck(t, s, errPlantedCheck)
 		assert.NoError(t, s.Ready(), "the earlier pass stands until the new check's first result")
 		releaseThird()
 		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneLost) }, "the new check's first result")
 	})
 
 	t.Run("a nil fn ends pending: latch-only readiness", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newTestServer(t)
 		s.checkPeriod = time.Hour
-		s.SetRegistered()
-		s.SetDataPlaneReady()
-		check, started, release := firstCallBlocks(nil)
-		defer release()
-		s.SetDataPlaneCheck(context.Background(), check)
-		<-started
+		setLatches(s)
+		setBlockedCheck(t, s, nil)
 		require.Equal(t, ErrDataPlaneCheckPending, s.Ready())
 		s.SetDataPlaneCheck(context.Background(), nil)
 		assert.NoError(t, s.Ready())
@@ -417,14 +382,12 @@ func TestDataPlaneCheckPending(t *testing.T) {
 	})
 
 	t.Run("a ctx that ends before any verdict leaves it pending", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newTestServer(t)
-		s.SetRegistered()
-		s.SetDataPlaneReady()
+		setLatches(s)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		s.SetDataPlaneCheck(ctx, func() error { panic("must not run") })
-		goleak.VerifyNone(t) // the poller has exited
+		goleak.VerifyNone(t) // waits for the poller to exit: nothing can change the verdict after
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready(), "a check that can no longer run cannot vouch")
 		assert.Equal(t, "not ready: data plane check pending\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 	})

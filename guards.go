@@ -10,27 +10,35 @@ import (
 
 // maxRequestBytes caps what a connection may send before the end of its
 // request header: 4 KiB less a byte, some thirty times a kubelet's request
-// with a few custom headers. It stays below the MaxHeaderBytes + 4 KiB at
-// which net/http gives up on a header itself, because net/http answers that
-// with a 431 and then sleeps 500 ms before closing (its
-// closeWriteAndWait), holding the connection's slot the whole time.
-// Instead the limiter refuses such a request with the same 431 bytes, at
-// accept when the bytes are already there (peekRequest), else by ending the
-// read, and net/http closes at once. Keep-alive is off, and once a request
-// has been read every further read fails (stopReading), so nothing but the
-// request is ever read.
+// with a few custom headers.
+//
+// It is also the first of this file's guards against net/http's linger.
+// When net/http refuses a request (a header over MaxHeaderBytes + 4 KiB;
+// since Go 1.27, over its count of header values) or answers one whose body
+// it will not drain (over 256 KiB; since Go 1.27, any it could not drain),
+// it half-closes the connection and sleeps 500 ms before closing it
+// (closeWriteAndWait in net/http's server.go), so that the client reads the
+// answer before a reset. The connection's goroutine holds its slot all that
+// time, where it cannot be evicted, and a client that provokes it in a loop
+// holds every slot. So a header that reaches this cap, below net/http's, is
+// refused here with net/http's own 431 bytes (response431), at accept when
+// the bytes are already there (peekRequest), else by ending the read, on
+// which net/http closes at once; closeAfterBody keeps net/http from
+// draining a body, and limitHeaderValues from counting values. Keep-alive
+// is off, and once a request has been read every further read fails
+// (stopReading), so nothing but the request is ever read.
 const maxRequestBytes = 4<<10 - 1
 
 // maxHeaderLines caps the lines of a request header, a dozen times a
-// kubelet's request with a few custom headers, for the same reason as
-// maxRequestBytes: 4 KiB holds a thousand short lines, and net/http builds
-// a map of every header before it answers (and, since Go 1.27, answers
-// more than 500 with a 431 and then lingers). Such a request is refused
-// with the same 431.
+// kubelet's request with a few custom headers: 4 KiB holds a thousand short
+// lines, and net/http builds a map of every header before it answers (and,
+// since Go 1.27, refuses more than 500 values and lingers: see
+// maxRequestBytes). Such a request is refused with the same 431.
 const maxHeaderLines = 64
 
 // response431 is the answer net/http gives an oversized header, byte for
-// byte, so that a client cannot tell who sent it.
+// byte (TestResponse431IsNetHTTPs compares the two), so that a client
+// cannot tell who sent it.
 const response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
 
 // stopReading makes every further read of a connection whose request has
@@ -94,16 +102,15 @@ const (
 // closeAfterBody wraps Serve's handler. A probe has no body, so a request
 // with one is a client Serve need not humour: it gets its answer, and its
 // connection is closed without the body being read. Left to itself,
-// net/http would drain the body after the answer, or, for one over 256 KiB
-// (and, since Go 1.27, for any it could not drain), sleep 500 ms before
-// closing, holding the slot. So the handler flushes its answer and aborts
-// with http.ErrAbortHandler, on which net/http closes at once, logs
-// nothing and returns the connection's buffers to its pools (the answer's
-// own 2 KiB buffer is lost, a cost only of requests with a body, never of
-// a probe's). It aborts even
-// when the flush fails, because a client that reset its connection would
-// otherwise get the 500 ms linger. A client that sends a body may see its
-// connection reset before it reads the answer.
+// net/http would drain the body after the answer, or linger over one it
+// will not drain (see maxRequestBytes). So the handler flushes its answer
+// and aborts with http.ErrAbortHandler, on which net/http closes at once,
+// logs nothing and returns the connection's buffers to its pools (the
+// answer's own 2 KiB buffer is lost, a cost only of requests with a body,
+// never of a probe's). It aborts even when the flush fails, because a
+// client that reset its connection would otherwise get the linger too. A
+// client that sends a body may see its connection reset before it reads
+// the answer.
 type closeAfterBody struct{ handler http.Handler }
 
 func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -117,8 +124,8 @@ func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Read lets net/http read at most maxRequestBytes and a header of at most
 // maxHeaderLines. Past either it fails the read as a broken connection
-// does, so that net/http closes at once instead of answering 431 itself and
-// lingering, and, if net/http was still reading the header, it answers that
+// does, so that net/http closes at once rather than answer 431 itself and
+// linger, and, if net/http was still reading the header, it answers that
 // 431 first.
 func (c *limitedConn) Read(p []byte) (int, error) {
 	if c.read >= maxRequestBytes || c.header.lines > maxHeaderLines {

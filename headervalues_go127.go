@@ -5,9 +5,10 @@ package health
 import "net/http"
 
 // limitHeaderValues lifts net/http's cap on the number of header and
-// trailer values (500 since Go 1.27) out of reach of a request that fits
-// in maxRequestBytes: a request over it gets net/http's own 431, after
-// which net/http sleeps 500 ms before closing, holding the connection's
-// slot. Within 4 KiB no request can hold even 1,400 values, and the
-// connection itself refuses anything longer.
+// trailer values (500 since Go 1.27), past which it answers 431 and
+// lingers (see maxRequestBytes), out of reach of any request the
+// connection lets through. Every value costs at least a byte: net/http
+// counts a header line as one value and a Trailer header's values by its
+// commas, so a request within maxRequestBytes carries about 4,000 values
+// at most, never maxRequestBytes of them.
 func limitHeaderValues(srv *http.Server) { srv.MaxHeaderValueCount = maxRequestBytes }

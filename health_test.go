@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -28,12 +27,15 @@ import (
 )
 
 // This file holds what the package's tests share: TestMain, the helpers
-// every other _test.go file uses, and the tests that span the whole package
-// (the concurrency hammer, the fuzzer, the README's snippet). Each other
-// test file is paired with the source file whose behaviour it checks.
+// and the table of server states the other _test.go files use, and the
+// tests that span the whole package (the concurrency hammer, the README's
+// snippet). Each other test file is paired with the source file whose
+// behaviour it checks.
 
 // TestMain fails the run if any goroutine outlives the tests: Serve and the
-// poller promise to leave nothing behind.
+// poller promise to leave nothing behind. A test calls goleak.VerifyNone
+// itself only where it must know at that moment (it waits for a goroutine
+// to end, or that no goroutine is left is what the test is about).
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // logBuffer is a slog destination that tests can read while the poller
@@ -70,6 +72,118 @@ func newTestServer(t *testing.T) (*Server, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	return NewServer(Config{Listen: "127.0.0.1:0"}, slogTo(logs)), logs
+}
+
+// setLatches sets the two latches every agent sets on its way up.
+func setLatches(s *Server) {
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+}
+
+// serverStates are states of a Server, each reached through its setters,
+// with what each surface says of it: /readyz, /readyz?verbose (with the
+// same status) and Status().Unmet, whose first entry is the sentinel
+// Ready's error wraps. They reach every row of the README's readiness
+// table (TestReadinessTable checks it) and some rows at once.
+var serverStates = []struct {
+	name    string
+	set     func(s *Server)
+	status  int
+	body    string
+	verbose string
+	unmet   []error
+}{
+	{
+		name: "fresh server", set: func(*Server) {},
+		status: 503, body: "not ready: registration pending\n",
+		verbose: "[-]registration failed: registration pending\n[-]data-plane failed: data plane not configured\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n",
+		unmet:   []error{ErrRegistrationPending, ErrDataPlanePending},
+	},
+	{
+		name: "registered", set: func(s *Server) { s.SetRegistered() },
+		status: 503, body: "not ready: data plane not configured\n",
+		verbose: "[+]registration ok\n[-]data-plane failed: data plane not configured\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n",
+		unmet:   []error{ErrDataPlanePending},
+	},
+	{
+		name: "check pending", set: func(s *Server) { setLatches(s); setCheckVerdict(s, checkVerdict{pending: true}) },
+		status: 503, body: "not ready: data plane check pending\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[-]data-plane-check failed: data plane check pending\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n",
+		unmet:   []error{ErrDataPlaneCheckPending},
+	},
+	{
+		name: "data plane lost", set: func(s *Server) { setLatches(s); setCheckVerdict(s, checkVerdict{err: errPlantedCheck}) },
+		status: 503, body: "not ready: data plane lost\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[-]data-plane-check failed: data plane lost\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n",
+		unmet:   []error{ErrDataPlaneLost},
+	},
+	{
+		name: "check stalled", set: func(s *Server) { setLatches(s); setCheckVerdict(s, checkVerdict{stalled: true}) },
+		status: 503, body: "not ready: data plane check stalled\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[-]data-plane-check failed: data plane check stalled\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n",
+		unmet:   []error{ErrDataPlaneStalled},
+	},
+	{
+		name: "delivery stopped", set: func(s *Server) { setLatches(s); s.SetDeliveryStopped() },
+		status: 503, body: "not ready: event delivery stopped\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[-]event-delivery failed: event delivery stopped\n[+]subsystems ok\nreadyz check failed\n",
+		unmet:   []error{ErrDeliveryStopped},
+	},
+	{
+		name: "delivery degraded", set: func(s *Server) { setLatches(s); s.SetDeliveryMode(DeliveryModeDegradedPolling) },
+		status: 503, body: "not ready: event delivery degraded\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[-]event-delivery failed: event delivery degraded\n[+]subsystems ok\nreadyz check failed\n",
+		unmet:   []error{ErrDeliveryDegraded},
+	},
+	{
+		name: "subsystem stopped", set: func(s *Server) { setLatches(s); s.SetSubsystemStopped(plantedSubsystem) },
+		status: 503, body: "not ready: subsystem stopped\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[-]subsystems failed: subsystem stopped\nreadyz check failed\n",
+		unmet:   []error{ErrSubsystemStopped},
+	},
+	{
+		name: "ready without a check", set: setLatches,
+		status: 200, body: "ok\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check passed\n",
+	},
+	{
+		name: "ready with a passing check", set: func(s *Server) { setLatches(s); setCheckVerdict(s, checkVerdict{}) },
+		status: 200, body: "ok\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[+]data-plane-check ok\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check passed\n",
+	},
+	{
+		name: "check stalled, delivery degraded", set: func(s *Server) {
+			setLatches(s)
+			setCheckVerdict(s, checkVerdict{stalled: true})
+			s.SetDeliveryMode(DeliveryModeDegradedPolling)
+		},
+		status: 503, body: "not ready: data plane check stalled\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[-]data-plane-check failed: data plane check stalled\n[-]event-delivery failed: event delivery degraded\n[+]subsystems ok\nreadyz check failed\n",
+		unmet:   []error{ErrDataPlaneStalled, ErrDeliveryDegraded},
+	},
+	{
+		name: "a stopped subsystem behind stopped and degraded delivery", set: func(s *Server) {
+			setLatches(s)
+			s.SetSubsystemStopped(plantedSubsystem)
+			s.SetDeliveryStopped()
+			s.SetDeliveryMode("")
+		},
+		status: 503, body: "not ready: event delivery stopped\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[-]event-delivery failed: event delivery stopped\n[-]subsystems failed: subsystem stopped\nreadyz check failed\n",
+		unmet:   []error{ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped},
+	},
+	{
+		name: "everything unmet at once", set: func(s *Server) {
+			s.SetSubsystemStopped(plantedSubsystem)
+			s.SetDeliveryMode(DeliveryModeDegradedPolling)
+			s.SetDeliveryStopped()
+			setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
+		},
+		status: 503, body: "not ready: registration pending\n",
+		verbose: "[-]registration failed: registration pending\n[-]data-plane failed: data plane not configured\n[-]data-plane-check failed: data plane lost\n[-]event-delivery failed: event delivery stopped\n[-]subsystems failed: subsystem stopped\nreadyz check failed\n",
+		unmet: []error{ErrRegistrationPending, ErrDataPlanePending, ErrDataPlaneLost, ErrDataPlaneStalled,
+			ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped},
+	},
 }
 
 // slogTo is a logger that writes every level to logs.
@@ -172,8 +286,7 @@ func startServingOn(t *testing.T, ln net.Listener, serve func(context.Context, n
 func serveReady(t *testing.T) string {
 	t.Helper()
 	s, _ := newTestServer(t)
-	s.SetRegistered()
-	s.SetDataPlaneReady()
+	setLatches(s)
 	addr, _ := startServing(t, s)
 	return addr
 }
@@ -244,7 +357,6 @@ func assertClosedByServer(t *testing.T, c net.Conn, msgAndArgs ...any) {
 // setters share no unsynchronised state, and the end state shows no update
 // was lost.
 func TestConcurrentSettersProbesAndPoller(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newTestServer(t)
 	s.checkPeriod = time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -308,80 +420,6 @@ var allowedBodies = func() map[string]bool {
 // isAllowedBody reports whether b is one of the bodies the handler may
 // write: a plain constant or a verbose body made of constant lines.
 func isAllowedBody(b string) bool { return allowedBodies[b] || verboseBodies[b] }
-
-// FuzzHandler parses arbitrary request bytes with net/http's own parser and
-// checks that every answer is one of the constants, with none of the
-// strings planted in the server's state anywhere in the response, and that
-// the handler sees the key verbose exactly where url.ParseQuery does.
-func FuzzHandler(f *testing.F) {
-	f.Add("GET", "/readyz", "", "Accept", "*/*")
-	f.Add("HEAD", "/healthz", "verbose=1", "X-Forwarded-For", "10.0.0.1")
-	f.Add("POST", "//healthz", "a=%00", "Content-Length", "5")
-	f.Add("GET", "/%72eadyz", "", "Connection", "close")
-	f.Add("OPTIONS", "*", "", "Expect", "100-continue")
-	f.Add("GET", "http://node/readyz", "", "Host", "node")
-	f.Add("GET", "/readyz", "verbose", "Accept", "*/*")
-	f.Add("HEAD", "/readyz", "x=1&verb%6Fse=", "Accept", "*/*")
-	f.Add("GET", "/readyz", "x;verbose&verbose=%zz", "Accept", "*/*")
-
-	failing := NewServer(Config{}, discardLogger())
-	failing.SetRegistered()
-	failing.SetDataPlaneReady()
-	failing.SetSubsystemStopped(plantedSubsystem)
-	setCheckVerdict(failing, checkVerdict{err: errPlantedCheck})
-	stopped := NewServer(Config{}, discardLogger())
-	stopped.SetRegistered()
-	stopped.SetDataPlaneReady()
-	stopped.SetSubsystemStopped(plantedSubsystem)
-	ready := NewServer(Config{}, discardLogger())
-	ready.SetRegistered()
-	ready.SetDataPlaneReady()
-	setCheckVerdict(ready, checkVerdict{})
-	handlers := []http.Handler{failing.Handler(), stopped.Handler(), ready.Handler()}
-
-	f.Fuzz(func(t *testing.T, method, path, query, name, value string) {
-		target := path
-		if query != "" {
-			target += "?" + query
-		}
-		raw := method + " " + target + " HTTP/1.1\r\nHost: node\r\n" + name + ": " + value + "\r\n\r\n"
-		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
-		if err != nil {
-			return // net/http answers it with its own 4xx; the handler never sees it
-		}
-		values, _ := url.ParseQuery(req.URL.RawQuery)
-		verbose := hasQueryKey(req.URL.RawQuery, "verbose")
-		// url.ParseQuery gives up beyond 10 000 parameters, which no
-		// request within Serve's header cap reaches.
-		if verbose != values.Has("verbose") && strings.Count(req.URL.RawQuery, "&") < 10000 {
-			t.Fatalf("%q: hasQueryKey says %v, url.ParseQuery %v", req.URL.RawQuery, verbose, !verbose)
-		}
-		for _, h := range handlers {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			body := rec.Body.String()
-			if !isAllowedBody(body) {
-				t.Fatalf("%q: body %q is not a constant", raw, body)
-			}
-			if body != "" && rec.Code != 404 && rec.Code != 405 && req.URL.Path == "/readyz" && verboseBodies[body] != verbose {
-				t.Fatalf("%q: verbose %v, body %q", raw, verbose, body)
-			}
-			switch rec.Code {
-			case 200, 404, 405, 503:
-			default:
-				t.Fatalf("%q: status %d", raw, rec.Code)
-			}
-			var dump bytes.Buffer
-			_ = rec.Result().Header.Write(&dump)
-			dump.WriteString(body)
-			for _, planted := range []string{"PLANTED", "wg0", "10.0.0.1", "node-a"} {
-				if strings.Contains(dump.String(), planted) {
-					t.Fatalf("%q: response carries %q:\n%s", raw, planted, dump.String())
-				}
-			}
-		}
-	})
-}
 
 // TestREADMEProbeSnippet keeps the README's deployment advice honest: the
 // DaemonSet snippet probes DefaultListen on the right paths, its thresholds

@@ -30,7 +30,7 @@ const (
 	idleTimeout = 2 * time.Second
 	// maxHeaderBytes is net/http's MaxHeaderBytes. net/http reads up to
 	// 4 KiB more before it gives up; the connection stops it earlier, at
-	// maxRequestBytes, so that it never lingers over a refused header.
+	// maxRequestBytes, which says why.
 	maxHeaderBytes = 4 << 10
 	// shutdownBound is how long Serve waits, once ctx is done, for
 	// requests in flight before it closes every connection.
@@ -92,10 +92,10 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // own. Serve takes ownership of ln and closes it. It logs one line when it
 // starts serving, naming the address, and one when it has stopped.
 //
-// A nil ln is nil at once when the config is disabled (Listen returned nil)
-// and an error when it is enabled. A non-nil ln is served even when the
-// config is disabled: the caller made it on purpose, and a listener nobody
-// serves would fail every probe.
+// With a nil ln, Serve returns nil at once when the config is disabled
+// (Listen returned nil) and an error when it is enabled. A non-nil ln is
+// served even when the config is disabled: the caller made it on purpose,
+// and a listener nobody serves would fail every probe.
 //
 // Anything that can reach the port can use it, so Serve bounds what a
 // connection can hold and how many it holds: at most a quarter of the soft
@@ -103,11 +103,12 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // closes the connection that has waited longest without sending a request,
 // never a newcomer and never one being answered, so no number of stalled
 // or silent local clients can cost the kubelet its probe. A request header
-// may be 4 KiB and 64 lines at most (more gets net/http's 431); OPTIONS * gets the handler's
-// 404, not net/http's own answer; and Serve never reads a request body: a
-// request that declares one is answered and its connection closed at once.
-// On Linux, Serve has the kernel hold a connection until its first bytes
-// arrive, which needs ln to be a TCP socket, as Listen's is.
+// may be 4 KiB and 64 lines at most (more gets net/http's 431); OPTIONS *
+// gets the handler's 404, not net/http's own answer; and Serve never reads
+// a request body: a request that declares one is answered and its
+// connection closed at once. On Linux, Serve has the kernel hold a
+// connection until its first bytes arrive, which needs ln to be a TCP
+// socket, as Listen's is.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {

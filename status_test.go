@@ -3,6 +3,8 @@ package health
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -38,46 +40,14 @@ func TestStatusProbeCounts(t *testing.T) {
 	assert.Equal(t, ProbeCounts{Liveness: 2, ReadyOK: 3, ReadyNotReady: 2, Other: 4}, s.Status().Probes)
 }
 
+// TestStatusUnmet checks Status().Unmet in every state of serverStates:
+// every unmet condition, in table order, where Ready names only the first.
 func TestStatusUnmet(t *testing.T) {
-	tests := []struct {
-		name  string
-		set   func(s *Server)
-		unmet []error
-	}{
-		{"fresh server", func(s *Server) {}, []error{ErrRegistrationPending, ErrDataPlanePending}},
-		{"ready", func(s *Server) {
-			s.SetRegistered()
-			s.SetDataPlaneReady()
-		}, nil},
-		{"check pending", func(s *Server) {
-			s.SetRegistered()
-			s.SetDataPlaneReady()
-			setCheckVerdict(s, checkVerdict{pending: true})
-		}, []error{ErrDataPlaneCheckPending}},
-		{"a stopped subsystem behind stopped and degraded delivery", func(s *Server) {
-			s.SetRegistered()
-			s.SetDataPlaneReady()
-			s.SetSubsystemStopped(plantedSubsystem)
-			s.SetDeliveryStopped()
-			s.SetDeliveryMode(DeliveryModeDegradedPolling)
-		}, []error{ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped}},
-		{"everything unmet at once", func(s *Server) {
-			s.SetSubsystemStopped(plantedSubsystem)
-			s.SetDeliveryMode("")
-			s.SetDeliveryStopped()
-			setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
-		}, []error{ErrRegistrationPending, ErrDataPlanePending, ErrDataPlaneLost, ErrDataPlaneStalled,
-			ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped}},
-	}
-	for _, tc := range tests {
+	for _, tc := range serverStates {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newTestServer(t)
 			tc.set(s)
-			st := s.Status()
-			assert.Equal(t, tc.unmet, st.Unmet, "the sentinels themselves, in table order")
-			if len(tc.unmet) > 0 {
-				assert.ErrorIs(t, s.Ready(), tc.unmet[0], "Ready names the first of them")
-			}
+			assert.Equal(t, tc.unmet, s.Status().Unmet, "the sentinels themselves, in table order")
 		})
 	}
 }
@@ -117,7 +87,6 @@ func scriptedCheck() (check func() error, started <-chan int, release func(n int
 }
 
 func TestStatusCheck(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newPolledServer(t)
 	assert.Equal(t, CheckStatus{}, s.Status().Check, "no check set")
 
@@ -156,20 +125,14 @@ func TestStatusCheck(t *testing.T) {
 }
 
 func TestStatusCheckCountsOnlyResultsThatFeedReadiness(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newTestServer(t)
 	s.checkPeriod = time.Hour
-	first, started, releaseFirst := firstCallBlocks(errPlantedCheck)
-	defer releaseFirst()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s.SetDataPlaneCheck(ctx, first)
-	<-started
-	s.SetDataPlaneCheck(ctx, failingCheck(nil))
+	releaseFirst := setBlockedCheck(t, s, errPlantedCheck)
+	s.SetDataPlaneCheck(t.Context(), failingCheck(nil))
 	eventually(t, func() bool { return s.Status().Check.Runs == 1 }, "the second check returns")
 	releaseFirst()
-	cancel()
-	goleak.VerifyNone(t) // the first check's poller has recorded what it would
+	s.SetDataPlaneCheck(t.Context(), nil)
+	goleak.VerifyNone(t) // waits for both pollers to exit: the first has recorded what it would
 	assert.Equal(t, uint64(1), s.Status().Check.Runs)
 	assert.Zero(t, s.Status().Check.Failures, "the replaced check's failure is not counted")
 }
@@ -181,8 +144,50 @@ func TestStatusConns(t *testing.T) {
 	s.conns.limit.Store(256)
 	s.conns.accepted.Store(40)
 	s.conns.evicted.Store(7)
-	s.conns.lastEviction.Store(time.Now().UnixNano())
-	assert.Equal(t, ConnStatus{Held: 3, Limit: 256, Accepted: 40, Evicted: 7, Pressure: true}, s.Status().Conns)
+	assert.Equal(t, ConnStatus{Held: 3, Limit: 256, Accepted: 40, Evicted: 7}, s.Status().Conns, "no eviction yet: no pressure")
+
+	// lastEviction is on monotonicNow's clock; a time on any other clock,
+	// such as a wall-clock UnixNano, would make these cases fail.
+	now := monotonicNow()
+	for _, tc := range []struct {
+		name         string
+		lastEviction int64
+		pressure     bool
+	}{
+		{"an eviction now", now, true},
+		{"an eviction a second inside the window", now - int64(pressureWindow-time.Second), true},
+		{"an eviction a second past the window", now - int64(pressureWindow+time.Second), false},
+		{"an eviction an hour ago", now - int64(time.Hour), false},
+	} {
+		s.conns.lastEviction.Store(tc.lastEviction)
+		assert.Equal(t, tc.pressure, s.Status().Conns.Pressure, tc.name)
+	}
+}
+
+// TestEvictionStartsPressure fills a bound of 2 with silent clients, so
+// that Serve evicts, and reads the pressure that leaves: on at once, and
+// off once pressureWindow has passed, on the clock Serve stamped the
+// eviction with.
+func TestEvictionStartsPressure(t *testing.T) {
+	s, _ := newTestServer(t)
+	addr, stop := startServingLimited(t, s, 2)
+	before := monotonicNow()
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
+		require.NoError(t, err)
+	}
+	eventually(t, func() bool { return s.Status().Conns.Evicted > 0 }, "Serve evicts")
+	require.NoError(t, stop()) // nothing is evicted from here on
+	stamped := s.conns.lastEviction.Load()
+	after := monotonicNow()
+
+	assert.True(t, before <= stamped && stamped <= after, "the eviction is stamped with monotonicNow: %d is not within [%d, %d]", stamped, before, after)
+	assert.True(t, s.Status().Conns.Pressure)
+	s.conns.lastEviction.Store(stamped - int64(pressureWindow)) // as if pressureWindow had passed
+	assert.False(t, s.Status().Conns.Pressure)
 }
 
 // TestStatusIsASnapshot checks that Status hands out a copy: a caller that

@@ -11,93 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// verboseStates are states of the readiness table with the exact
-// /readyz?verbose body each must produce.
-var verboseStates = []struct {
-	name   string
-	set    func(s *Server)
-	status int
-	body   string
-}{
-	{"fresh server", func(s *Server) {}, 503, "" +
-		"[-]registration failed: registration pending\n" +
-		"[-]data-plane failed: data plane not configured\n" +
-		"[+]event-delivery ok\n" +
-		"[+]subsystems ok\n" +
-		"readyz check failed\n"},
-	{"ready without a check", func(s *Server) {
-		s.SetRegistered()
-		s.SetDataPlaneReady()
-	}, 200, "" +
-		"[+]registration ok\n" +
-		"[+]data-plane ok\n" +
-		"[+]event-delivery ok\n" +
-		"[+]subsystems ok\n" +
-		"readyz check passed\n"},
-	{"ready with a passing check", func(s *Server) {
-		s.SetRegistered()
-		s.SetDataPlaneReady()
-		setCheckVerdict(s, checkVerdict{})
-	}, 200, "" +
-		"[+]registration ok\n" +
-		"[+]data-plane ok\n" +
-		"[+]data-plane-check ok\n" +
-		"[+]event-delivery ok\n" +
-		"[+]subsystems ok\n" +
-		"readyz check passed\n"},
-	{"check pending", func(s *Server) {
-		s.SetRegistered()
-		s.SetDataPlaneReady()
-		setCheckVerdict(s, checkVerdict{pending: true})
-	}, 503, "" +
-		"[+]registration ok\n" +
-		"[+]data-plane ok\n" +
-		"[-]data-plane-check failed: data plane check pending\n" +
-		"[+]event-delivery ok\n" +
-		"[+]subsystems ok\n" +
-		"readyz check failed\n"},
-	{"check stalled, delivery degraded", func(s *Server) {
-		s.SetRegistered()
-		s.SetDataPlaneReady()
-		setCheckVerdict(s, checkVerdict{stalled: true})
-		s.SetDeliveryMode(DeliveryModeDegradedPolling)
-	}, 503, "" +
-		"[+]registration ok\n" +
-		"[+]data-plane ok\n" +
-		"[-]data-plane-check failed: data plane check stalled\n" +
-		"[-]event-delivery failed: event delivery degraded\n" +
-		"[+]subsystems ok\n" +
-		"readyz check failed\n"},
-	{"a stopped subsystem behind stopped and degraded delivery", func(s *Server) {
-		s.SetRegistered()
-		s.SetDataPlaneReady()
-		s.SetSubsystemStopped(plantedSubsystem)
-		s.SetDeliveryStopped()
-		s.SetDeliveryMode("")
-	}, 503, "" +
-		"[+]registration ok\n" +
-		"[+]data-plane ok\n" +
-		"[-]event-delivery failed: event delivery stopped\n" +
-		"[-]subsystems failed: subsystem stopped\n" +
-		"readyz check failed\n"},
-	{"everything unmet at once", func(s *Server) {
-		s.SetSubsystemStopped(plantedSubsystem)
-		s.SetDeliveryMode(DeliveryModeDegradedPolling)
-		s.SetDeliveryStopped()
-		setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
-	}, 503, "" +
-		"[-]registration failed: registration pending\n" +
-		"[-]data-plane failed: data plane not configured\n" +
-		"[-]data-plane-check failed: data plane lost\n" +
-		"[-]event-delivery failed: event delivery stopped\n" +
-		"[-]subsystems failed: subsystem stopped\n" +
-		"readyz check failed\n"},
-}
-
-// TestVerboseBodies checks the exact verbose body of each state, and that
-// status and headers are those of plain /readyz, for GET and HEAD.
+// TestVerboseBodies checks the exact verbose body of each state of
+// serverStates, and that status and headers are those of plain /readyz,
+// for GET and HEAD.
 func TestVerboseBodies(t *testing.T) {
-	for _, tc := range verboseStates {
+	for _, tc := range serverStates {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newTestServer(t)
 			tc.set(s)
@@ -105,13 +23,13 @@ func TestVerboseBodies(t *testing.T) {
 			rec := serve(s.Handler(), http.MethodGet, "/readyz?verbose")
 			assert.Equal(t, tc.status, rec.Code)
 			assert.Equal(t, plain.Code, rec.Code, "the status of plain /readyz")
-			assert.Equal(t, tc.body, rec.Body.String())
+			assert.Equal(t, tc.verbose, rec.Body.String())
 			for _, planted := range []string{"PLANTED", "wg0", "10.0.0.1", "node-a"} {
 				assert.NotContains(t, rec.Body.String(), planted)
 			}
 
 			h := rec.Result().Header
-			assert.Equal(t, strconv.Itoa(len(tc.body)), h.Get("Content-Length"))
+			assert.Equal(t, strconv.Itoa(len(tc.verbose)), h.Get("Content-Length"))
 			plainHeader := plain.Result().Header
 			for _, name := range []string{"Content-Type", "X-Content-Type-Options", "Cache-Control"} {
 				assert.Equal(t, plainHeader.Values(name), h.Values(name), name)
@@ -120,7 +38,7 @@ func TestVerboseBodies(t *testing.T) {
 			head := serve(s.Handler(), http.MethodHead, "/readyz?verbose")
 			assert.Equal(t, tc.status, head.Code)
 			assert.Empty(t, head.Body.String(), "HEAD gets no body")
-			assert.Equal(t, strconv.Itoa(len(tc.body)), head.Result().Header.Get("Content-Length"))
+			assert.Equal(t, strconv.Itoa(len(tc.verbose)), head.Result().Header.Get("Content-Length"))
 
 			assert.Equal(t, "ok\n", serve(s.Handler(), http.MethodGet, "/healthz?verbose").Body.String(), "/healthz ignores the query")
 		})

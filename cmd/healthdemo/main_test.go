@@ -20,6 +20,11 @@ import (
 	"github.com/meshnode/health"
 )
 
+// TestMain fails the run if any goroutine outlives the tests: the demo
+// must stop cleanly. A test calls goleak.VerifyNone itself only to wait
+// for a goroutine to end.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
 // demo is a running run() with pipes for its standard streams.
 type demo struct {
 	stdin  *io.PipeWriter
@@ -140,7 +145,6 @@ func (d *demo) stop(t *testing.T) {
 }
 
 func TestDemoLifecycle(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	d := startDemo(t, "-register-after", "1s", "-dataplane-after", "50ms")
 
 	status, body := d.probe(t, "/healthz")
@@ -191,7 +195,6 @@ func TestDemoLifecycle(t *testing.T) {
 }
 
 func TestDemoMissingInterface(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-iface", "wg-missing0")
 	d.eventuallyAnswers(t, 503, "not ready: data plane lost\n")
 	d.send(t, "status")
@@ -202,7 +205,6 @@ func TestDemoMissingInterface(t *testing.T) {
 // TestDemoCheckPending runs a check slower than the test: the node stays
 // "data plane check pending" however long its latches have been set.
 func TestDemoCheckPending(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-check-delay", "1h")
 	d.eventuallyAnswers(t, 503, "not ready: data plane check pending\n")
 	status, body := d.probe(t, "/readyz?verbose")
@@ -214,7 +216,7 @@ func TestDemoCheckPending(t *testing.T) {
 	assert.Equal(t, "  check:  set; 0 runs, 0 failed, 0 panicked, 0 stalled", d.next(t))
 	assert.NotContains(t, d.stderr.String(), "ready=true", "the check is set before the latch: never ready on the latch alone")
 	d.stop(t)            // the slow check stops waiting with the demo's context
-	goleak.VerifyNone(t) // and the poller has recorded its result
+	goleak.VerifyNone(t) // waits for the poller to record that check and exit
 	assert.NotContains(t, d.stderr.String(), "data-plane check failed", "stopping is not a failure")
 }
 
@@ -249,7 +251,6 @@ func TestFormatStatus(t *testing.T) {
 }
 
 func TestDemoWithoutInput(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s")
 	require.NoError(t, d.stdin.Close()) // no terminal: it keeps serving
 	d.eventuallyAnswers(t, 200, "ok\n")
