@@ -9,9 +9,11 @@
 //
 // Readiness (GET /readyz) is the conjunction of latches that the agent sets
 // as it comes up (registered, data plane configured, event delivery working,
-// no subsystem stopped) and, once the agent sets a background data-plane
-// check, of that check's last verdict: until the check has returned once,
-// the node is not ready, because readiness needs evidence. It names the
+// no subsystem stopped), of a watchdog for each of the agent's loops that
+// it watches (a loop that hangs stops beating, and the node goes out of
+// service while liveness stays 200) and, once the agent sets a background
+// data-plane check, of that check's last verdict: until the check has
+// returned once, the node is not ready, because readiness needs evidence. It names the
 // first unmet condition in a fixed order, so that a rolling update never
 // proceeds past a node whose data plane is gone or not yet checked.
 //
@@ -59,6 +61,7 @@ var (
 	ErrDeliveryStopped       = errors.New("event delivery stopped")
 	ErrDeliveryDegraded      = errors.New("event delivery degraded")
 	ErrSubsystemStopped      = errors.New("subsystem stopped")
+	ErrSubsystemUnresponsive = errors.New("subsystem unresponsive")
 )
 
 // The only bodies the handler writes. They are fixed bytes, never formatted,
@@ -84,6 +87,7 @@ const (
 	reasonDeliveryStopped
 	reasonDeliveryDegraded
 	reasonSubsystemStopped
+	reasonSubsystemUnresponsive
 	reasonReady
 )
 
@@ -99,6 +103,7 @@ var reasons = [...]error{
 	reasonDeliveryStopped:       ErrDeliveryStopped,
 	reasonDeliveryDegraded:      ErrDeliveryDegraded,
 	reasonSubsystemStopped:      ErrSubsystemStopped,
+	reasonSubsystemUnresponsive: ErrSubsystemUnresponsive,
 }
 
 // reasonSet holds reasons, one bit each: every condition unmet at once,

@@ -238,10 +238,10 @@ func assertClosedByServer(t *testing.T, c net.Conn, msgAndArgs ...any) {
 	}
 }
 
-// TestConcurrentSettersProbesAndPoller hammers every setter, the poller and
-// probes together; run under -race it proves the probe path and the
-// setters share no unsynchronised state, and the end state shows no update
-// was lost.
+// TestConcurrentSettersProbesAndPoller hammers every setter, the poller,
+// the watchdogs, Changed, CheckNow and probes together; run under -race it
+// proves the probe path and the setters share no unsynchronised state, and
+// the end state shows no update was lost.
 func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s, _ := newTestServer(t)
@@ -250,7 +250,28 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	const rounds = 300
+	flapping := s.Watch("flapping", time.Microsecond) // overdue and back all the time
+	steady := s.Watch("steady", time.Hour)
+	var watched []*Watchdog // guarded by watchedMu
+	var watchedMu sync.Mutex
 	setters := []func(i int){
+		func(int) { flapping.Beat() },
+		func(int) { steady.Beat() },
+		func(i int) {
+			w := s.Watch("loop"+strconv.Itoa(i%3), time.Hour)
+			w.Beat()
+			if i%2 == 0 {
+				w.Stop()
+				w.Beat()
+				return
+			}
+			watchedMu.Lock()
+			watched = append(watched, w)
+			watchedMu.Unlock()
+		},
+		func(int) { s.CheckNow() },
+		func(int) { s.Changed() },
+		func(int) { _ = s.Status() },
 		func(int) { s.SetRegistered() },
 		func(int) { s.SetDataPlaneReady() },
 		func(i int) {
@@ -290,6 +311,16 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 	wg.Wait()
 	s.SetDeliveryMode(DeliveryModeStreaming)
 	s.SetDataPlaneCheck(ctx, nil)
+	flapping.Stop()
+	steady.Beat()
+	st := s.Status()
+	assert.Len(t, st.Watchdogs, 1+rounds/2, "steady and every odd loop")
+	assert.Equal(t, []error{ErrSubsystemStopped}, st.Unmet, "every watchdog left has beaten within its hour")
+	steady.Stop()
+	for _, w := range watched {
+		w.Stop()
+	}
+	assert.False(t, timerArmed(s))
 	assert.ErrorIs(t, s.Ready(), ErrSubsystemStopped)
 	assert.Equal(t, `subsystem stopped: "sub0", "sub1", "sub2"`, s.Ready().Error())
 	assert.Equal(t, "not ready: subsystem stopped\n", serve(s.Handler(), "GET", "/readyz").Body.String())
@@ -336,7 +367,11 @@ func FuzzHandler(f *testing.F) {
 	ready.SetRegistered()
 	ready.SetDataPlaneReady()
 	setCheckVerdict(ready, checkVerdict{})
-	handlers := []http.Handler{failing.Handler(), stopped.Handler(), ready.Handler()}
+	unresponsive := NewServer(Config{}, discardLogger())
+	unresponsive.SetRegistered()
+	unresponsive.SetDataPlaneReady()
+	unresponsive.Watch(plantedSubsystem, time.Hour)
+	handlers := []http.Handler{failing.Handler(), stopped.Handler(), ready.Handler(), unresponsive.Handler()}
 
 	f.Fuzz(func(t *testing.T, method, path, query, name, value string) {
 		target := path

@@ -60,13 +60,20 @@ func TestStatusUnmet(t *testing.T) {
 			s.SetDeliveryStopped()
 			s.SetDeliveryMode(DeliveryModeDegradedPolling)
 		}, []error{ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped}},
+		{"an unresponsive loop behind a stopped subsystem", func(s *Server) {
+			s.SetRegistered()
+			s.SetDataPlaneReady()
+			s.Watch(plantedSubsystem, time.Hour)
+			s.SetSubsystemStopped(plantedSubsystem)
+		}, []error{ErrSubsystemStopped, ErrSubsystemUnresponsive}},
 		{"everything unmet at once", func(s *Server) {
+			s.Watch(plantedSubsystem, time.Hour)
 			s.SetSubsystemStopped(plantedSubsystem)
 			s.SetDeliveryMode("")
 			s.SetDeliveryStopped()
 			setCheckVerdict(s, checkVerdict{err: errPlantedCheck, stalled: true})
 		}, []error{ErrRegistrationPending, ErrDataPlanePending, ErrDataPlaneLost, ErrDataPlaneStalled,
-			ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped}},
+			ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped, ErrSubsystemUnresponsive}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

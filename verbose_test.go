@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,6 +79,27 @@ var verboseStates = []struct {
 		"[+]registration ok\n" +
 		"[+]data-plane ok\n" +
 		"[-]event-delivery failed: event delivery stopped\n" +
+		"[-]subsystems failed: subsystem stopped\n" +
+		"readyz check failed\n"},
+	{"an unresponsive loop", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		s.Watch(plantedSubsystem, time.Hour)
+	}, 503, "" +
+		"[+]registration ok\n" +
+		"[+]data-plane ok\n" +
+		"[+]event-delivery ok\n" +
+		"[-]subsystems failed: subsystem unresponsive\n" +
+		"readyz check failed\n"},
+	{"a stopped subsystem before an unresponsive loop", func(s *Server) {
+		s.SetRegistered()
+		s.SetDataPlaneReady()
+		s.Watch(plantedSubsystem, time.Hour)
+		s.SetSubsystemStopped(plantedSubsystem)
+	}, 503, "" +
+		"[+]registration ok\n" +
+		"[+]data-plane ok\n" +
+		"[+]event-delivery ok\n" +
 		"[-]subsystems failed: subsystem stopped\n" +
 		"readyz check failed\n"},
 	{"everything unmet at once", func(s *Server) {
@@ -238,7 +260,7 @@ var verboseBodies = func() map[string]bool {
 		{"", "[+]data-plane-check ok\n", "[-]data-plane-check failed: data plane check pending\n",
 			"[-]data-plane-check failed: data plane lost\n", "[-]data-plane-check failed: data plane check stalled\n"},
 		{"[+]event-delivery ok\n", "[-]event-delivery failed: event delivery stopped\n", "[-]event-delivery failed: event delivery degraded\n"},
-		{"[+]subsystems ok\n", "[-]subsystems failed: subsystem stopped\n"},
+		{"[+]subsystems ok\n", "[-]subsystems failed: subsystem stopped\n", "[-]subsystems failed: subsystem unresponsive\n"},
 	}
 	bodies := map[string]bool{}
 	var walk func(prefix string, failed bool, rest [][]string)
