@@ -559,9 +559,13 @@ func TestCheckNow(t *testing.T) {
 // goes on; no recover can see it, and without care it would end the
 // poller and show only as a stall, three periods later.
 func TestCheckGoexit(t *testing.T) {
+	// Long enough that a busy machine never turns a slow check into a
+	// stall (three periods), which would log lines these tests count.
+	const goexitPeriod = 50 * time.Millisecond
 	t.Run("once: a failure, then polling goes on", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
+		s.checkPeriod = goexitPeriod
 		var n atomic.Int32
 		check, calls := countingCheck(func() error {
 			if n.Add(1) == 1 {
@@ -588,6 +592,7 @@ func TestCheckGoexit(t *testing.T) {
 	t.Run("always: failing, logged once, polling at its period", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
+		s.checkPeriod = goexitPeriod
 		check, calls := countingCheck(func() error { runtime.Goexit(); return nil })
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -608,6 +613,7 @@ func TestCheckGoexit(t *testing.T) {
 	t.Run("after failures, a Goexit is logged with its stack", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
+		s.checkPeriod = goexitPeriod
 		var n atomic.Int32
 		check, calls := countingCheck(func() error {
 			if n.Add(1) <= 2 {

@@ -17,6 +17,10 @@
 // first unmet condition in a fixed order, so that a rolling update never
 // proceeds past a node whose data plane is gone or not yet checked.
 //
+// The agent learns of a change of readiness from [Server.Changed] without
+// polling it, and asks for a data-plane check at once, when it knows the
+// data plane changed, with [Server.CheckNow].
+//
 // A person debugging a node asks for /readyz?verbose, which lists every
 // condition, met or not, in the Kubernetes API server's format, where
 // /readyz names only the first unmet one.

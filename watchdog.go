@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,8 +24,7 @@ type Watchdog struct {
 
 	// last is the monotonic time of the last Beat, in nanoseconds since
 	// s.epoch; before the first Beat, the time of Watch, so that the
-	// first deadline counts from there. It only moves forward. The
-	// deadline is last + timeout.
+	// first deadline counts from there. It only moves forward.
 	last  atomic.Int64
 	beats atomic.Uint64
 	// met tells Beat that it needs no lock: it is true only while the
@@ -48,7 +48,9 @@ type WatchdogStatus struct {
 	// Beats counts the Beats since Watch: a count that stops growing
 	// shows a hung loop before its timeout does.
 	Beats uint64
-	// LastBeat is when the watchdog last beat; zero before the first.
+	// LastBeat is when the watchdog last beat; zero before the first. It
+	// carries a monotonic clock reading, so time.Since(LastBeat) is exact
+	// even if the wall clock has been stepped since.
 	LastBeat time.Time
 	// Overdue is whether it is unmet now: no Beat yet, or none within
 	// Timeout.
@@ -168,6 +170,7 @@ func (w *Watchdog) Stop() {
 	}
 	s.watchDeadlines()
 	s.update()
+	w.met.Store(true) // it counts for nothing now: a later Beat need not lock
 }
 
 // sinceEpoch reads the monotonic clock. It does not allocate.
@@ -182,7 +185,7 @@ func (s *Server) watchDeadlines() {
 	var next time.Duration
 	found := false
 	for _, w := range s.watch.list {
-		if d := time.Duration(w.last.Load()) + w.timeout; !w.late && (!found || d < next) {
+		if d := w.deadline(); !w.late && (!found || d < next) {
 			next, found = d, true
 		}
 	}
@@ -224,7 +227,7 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		// store, and the watchdog stays met, or the Beat sees met
 		// cleared and waits for the lock to restore it.
 		wasMet := w.met.Swap(false)
-		if now < time.Duration(w.last.Load())+w.timeout {
+		if now < w.deadline() {
 			w.met.Store(wasMet)
 			continue
 		}
@@ -238,6 +241,17 @@ func (s *Server) deadlinesPassed(gen uint64) {
 	if changed {
 		s.update()
 	}
+}
+
+// deadline is the last Beat plus the timeout, since epoch. A timeout too
+// long to add (math.MaxInt64, for "never") saturates rather than wrapping
+// to a deadline in the past.
+func (w *Watchdog) deadline() time.Duration {
+	last := time.Duration(w.last.Load())
+	if w.timeout > math.MaxInt64-last {
+		return math.MaxInt64
+	}
+	return last + w.timeout
 }
 
 // unresponsive reports whether a watchdog is overdue. s.mu must be held.

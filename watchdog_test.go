@@ -2,6 +2,7 @@ package health
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -247,8 +248,20 @@ func TestWatchdogStop(t *testing.T) {
 	s.mu.Unlock()
 
 	logged := logs.String()
-	a.Beat()
-	b.Beat()
+	s.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Beat() // stopped before its first Beat
+		b.Beat()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("a Beat after Stop waited for the lock")
+	}
+	s.mu.Unlock()
+	<-done
 	assert.NoError(t, s.Ready(), "a Beat after Stop does nothing")
 	assert.Empty(t, s.Status().Watchdogs)
 	assert.False(t, timerArmed(s))
@@ -276,6 +289,26 @@ func TestWatchdogStopRacesTheTimer(t *testing.T) {
 		require.False(t, timerArmed(s))
 	}
 	assert.NoError(t, s.Ready())
+}
+
+// TestWatchdogLongTimeout: a timeout too long to add to the clock ("never")
+// is no deadline in the past.
+func TestWatchdogLongTimeout(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, logs := newReadyServer(t)
+	w := s.Watch("patient", math.MaxInt64)
+	defer w.Stop()
+	w.Beat()
+	ch := s.Changed()
+	require.NoError(t, s.Ready())
+	s.mu.Lock()
+	assert.Equal(t, time.Duration(math.MaxInt64), s.watch.timerAt)
+	gen := s.watch.gen
+	s.mu.Unlock()
+	s.deadlinesPassed(gen) // as if the timer fired now
+	assert.NoError(t, s.Ready())
+	assert.False(t, isClosed(ch))
+	assert.Zero(t, logs.count(`msg="health: subsystem unresponsive"`))
 }
 
 func TestWatchdogStatus(t *testing.T) {
