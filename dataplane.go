@@ -98,11 +98,11 @@ type poller struct {
 //
 // A panic in fn is recovered and counts as a failed check whose error
 // carries the panic value and stack; so does a call of runtime.Goexit in
-// fn (t.FailNow in a check, say), and the poller goes on. When ctx is done the poller exits as
-// soon as any running fn returns, and the last verdict stays; if no check
-// has returned by then, the check stays pending for good, because a check
-// that can no longer run cannot vouch for the data plane. A nil ctx means
-// context.Background().
+// fn (t.FailNow in a check, say), and the poller goes on. When ctx is done
+// the poller exits as soon as any running fn returns, and the last verdict
+// stays; if no check has returned by then, the check stays pending for
+// good, because a check that can no longer run cannot vouch for the data
+// plane. A nil ctx means context.Background().
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()

@@ -225,7 +225,7 @@ func TestDemoCheckPending(t *testing.T) {
 // the loop turns again. Liveness stays 200.
 func TestDemoHungLoop(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-loop-timeout", "300ms")
+	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-loop-timeout", "200ms")
 	d.eventuallyAnswers(t, 200, "ok\n")
 
 	d.send(t, "hang")
@@ -238,9 +238,9 @@ func TestDemoHungLoop(t *testing.T) {
 	assert.Contains(t, body, "[-]subsystems failed: subsystem unresponsive\n")
 	assert.NotContains(t, body, "reconcile", "a name never reaches a body")
 	d.send(t, "status")
-	assert.Equal(t, `status: not ready: subsystem unresponsive: "reconcile" (no beat within 300ms)`, d.nextMatching(t, "status:"))
-	assert.Regexp(t, `^  loops:  "reconcile" overdue; timeout 300ms; [1-9]\d* beats, the last at \S+; 1 timeouts$`, d.nextMatching(t, "  loops:"))
-	assert.Contains(t, d.stderr.String(), `level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=300ms`)
+	assert.Equal(t, `status: not ready: subsystem unresponsive: "reconcile" (no beat within 200ms)`, d.nextMatching(t, "status:"))
+	assert.Regexp(t, `^  loops:  "reconcile" overdue; timeout 200ms; [1-9]\d* beats, the last at \S+; 1 timeouts$`, d.nextMatching(t, "  loops:"))
+	assert.Contains(t, d.stderr.String(), `level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=200ms`)
 
 	d.send(t, "resume")
 	assert.Equal(t, "loop: reconcile turns again", d.nextMatching(t, "loop:"))
