@@ -52,30 +52,42 @@ func BenchmarkFloorMux(b *testing.B) {
 	benchHandler(b, floorMux(), http.MethodGet, "/healthz")
 }
 
-// probeRoutes are every route and state of Handler, by name.
+// probeRoutes are every route and state of Handler, by name. A watched
+// server has a watchdog, met when ready and never beaten when not, with
+// every latch set.
 var probeRoutes = []struct {
 	name, method, target string
 	ready                bool
 	status               int
+	watched              bool
 }{
-	{"healthz", "GET", "/healthz", false, 200},
-	{"readyz_ready", "GET", "/readyz", true, 200},
-	{"readyz_not_ready", "GET", "/readyz", false, 503},
-	{"head_readyz", "HEAD", "/readyz", true, 200},
-	{"readyz_verbose_ready", "GET", "/readyz?verbose", true, 200},
-	{"readyz_verbose_not_ready", "GET", "/readyz?verbose", false, 503},
-	{"head_readyz_verbose", "HEAD", "/readyz?x=1&verbose=1", true, 200},
-	{"readyz_verbose_escaped", "GET", "/readyz?a=1;b&verb%6Fse", false, 503},
-	{"readyz_query_not_verbose", "GET", "/readyz?verbosex=1&x=verbose", true, 200},
-	{"not_found", "GET", "/metrics", false, 404},
-	{"method_not_allowed", "POST", "/healthz", false, 405},
+	{"healthz", "GET", "/healthz", false, 200, false},
+	{"readyz_ready", "GET", "/readyz", true, 200, false},
+	{"readyz_not_ready", "GET", "/readyz", false, 503, false},
+	{"head_readyz", "HEAD", "/readyz", true, 200, false},
+	{"readyz_verbose_ready", "GET", "/readyz?verbose", true, 200, false},
+	{"readyz_verbose_not_ready", "GET", "/readyz?verbose", false, 503, false},
+	{"head_readyz_verbose", "HEAD", "/readyz?x=1&verbose=1", true, 200, false},
+	{"readyz_verbose_escaped", "GET", "/readyz?a=1;b&verb%6Fse", false, 503, false},
+	{"readyz_query_not_verbose", "GET", "/readyz?verbosex=1&x=verbose", true, 200, false},
+	{"not_found", "GET", "/metrics", false, 404, false},
+	{"method_not_allowed", "POST", "/healthz", false, 405, false},
+	{"readyz_watched_ready", "GET", "/readyz", true, 200, true},
+	{"readyz_unresponsive", "GET", "/readyz", false, 503, true},
+	{"readyz_verbose_unresponsive", "GET", "/readyz?verbose", false, 503, true},
 }
 
-func probeServer(ready bool) *Server {
+func probeServer(ready, watched bool) *Server {
 	s := NewServer(Config{}, discardLogger())
-	if ready {
+	if ready || watched {
 		s.SetRegistered()
 		s.SetDataPlaneReady()
+	}
+	if watched {
+		w := s.Watch("probe-loop", time.Hour)
+		if ready {
+			w.Beat()
+		}
 	}
 	return s
 }
@@ -83,7 +95,7 @@ func probeServer(ready bool) *Server {
 func BenchmarkHandler(b *testing.B) {
 	for _, r := range probeRoutes {
 		b.Run(r.name, func(b *testing.B) {
-			benchHandler(b, probeServer(r.ready).Handler(), r.method, r.target)
+			benchHandler(b, probeServer(r.ready, r.watched).Handler(), r.method, r.target)
 		})
 	}
 }
@@ -104,7 +116,7 @@ func benchHandler(b *testing.B, h http.Handler, method, target string) {
 func TestProbeAllocatesNothing(t *testing.T) {
 	for _, r := range probeRoutes {
 		t.Run(r.name, func(t *testing.T) {
-			h := probeServer(r.ready).Handler()
+			h := probeServer(r.ready, r.watched).Handler()
 			w := newBenchWriter()
 			req := httptest.NewRequest(r.method, r.target, nil)
 			allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, req) })

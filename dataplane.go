@@ -68,9 +68,12 @@ func (cc *checkCounters) status(installed bool) CheckStatus {
 }
 
 // poller is one SetDataPlaneCheck's background loop. Its fields other than
-// cancel are guarded by Server.mu.
+// cancel and now are guarded by Server.mu.
 type poller struct {
-	cancel   context.CancelFunc
+	cancel context.CancelFunc
+	// now holds CheckNow's request for a run. One slot, written without
+	// blocking, is what coalesces any number of calls into one run.
+	now      chan struct{}
 	run      uint64 // the number of the latest check started
 	inFlight bool   // check number run has started and not returned
 }
@@ -97,11 +100,12 @@ type poller struct {
 // returning to latch-only readiness.
 //
 // A panic in fn is recovered and counts as a failed check whose error
-// carries the panic value and stack. When ctx is done the poller exits as
-// soon as any running fn returns, and the last verdict stays; if no check
-// has returned by then, the check stays pending for good, because a check
-// that can no longer run cannot vouch for the data plane. A nil ctx means
-// context.Background().
+// carries the panic value and stack; so does a call of runtime.Goexit in
+// fn (t.FailNow in a check, say), and the poller goes on. When ctx is done
+// the poller exits as soon as any running fn returns, and the last verdict
+// stays; if no check has returned by then, the check stays pending for
+// good, because a check that can no longer run cannot vouch for the data
+// plane. A nil ctx means context.Background().
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
@@ -116,7 +120,7 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 		return
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	p := &poller{cancel: cancel}
+	p := &poller{cancel: cancel, now: make(chan struct{}, 1)}
 	s.poller = p
 	if !replacing {
 		s.setCheck(checkVerdict{pending: true})
@@ -124,28 +128,83 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	go s.poll(pctx, p, fn)
 }
 
+// CheckNow asks the poller to run the data-plane check at once rather than
+// at the next period: the agent calls it when it learns that the data
+// plane changed (its netlink watch saw the WireGuard link go down, say), so
+// that readiness follows in milliseconds rather than up to 5 s later. It
+// never waits for the check and never runs it in the caller's goroutine.
+// While a check runs, one more runs as soon as it returns, and any number
+// of calls in between coalesce into that one; the next periodic run comes
+// a full period after the run CheckNow caused, not on the old schedule.
+// Without a check set, or once the check's ctx is done, it does nothing.
+func (s *Server) CheckNow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.poller == nil {
+		return
+	}
+	select {
+	case s.poller.now <- struct{}{}:
+	default: // a run is asked for already: this call is part of it
+	}
+}
+
 func (s *Server) poll(ctx context.Context, p *poller, fn func() error) {
-	defer p.cancel() // releases the context's resources once the loop is over
-	ticker := time.NewTicker(s.checkPeriod)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	s.pollFrom(ctx, p, fn, time.NewTicker(s.checkPeriod), true)
+}
+
+// pollFrom is the poller's loop: it runs fn at once when runNow, then on
+// every tick of ticker and at every CheckNow, until ctx is done.
+//
+// A fn that calls runtime.Goexit ends the goroutine it runs in, whatever
+// the loop does; runCheck counts it as a failed check, and the deferred
+// call here carries the loop on in a new goroutine, from the next tick, so
+// that the poller survives a Goexit as it survives a panic. A check that
+// always calls it costs a goroutine start per period, never a spin.
+func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticker *time.Ticker, runNow bool) {
+	ended := false
+	defer func() {
+		if !ended {
+			go s.pollFrom(ctx, p, fn, ticker, false)
 			return
+		}
+		ticker.Stop()
+		p.cancel() // releases the context's resources once the loop is over
+	}()
+	for runNow || nextRun(ctx, p, ticker) {
+		runNow = false
+		if ctx.Err() != nil {
+			break
+		}
+		// This run serves a CheckNow made before it starts, and the
+		// next periodic one comes a full period after it.
+		select {
+		case <-p.now:
 		default:
 		}
+		ticker.Reset(s.checkPeriod)
 		s.runCheck(p, fn)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
 	}
+	ended = true
+}
+
+// nextRun waits for a tick or a CheckNow. It returns false once ctx is
+// done.
+func nextRun(ctx context.Context, p *poller, ticker *time.Ticker) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ticker.C:
+	case <-p.now:
+	}
+	return true
 }
 
 // runCheck runs one check in the poller's goroutine. A timer, not a second
 // goroutine, watches for a stall, so a hung fn costs one goroutine, never
-// more, and nothing is left behind when it returns.
+// more, and nothing is left behind when it returns. The result is recorded
+// in a deferred call, so that a fn that calls runtime.Goexit, which no
+// recover sees, is recorded too.
 func (s *Server) runCheck(p *poller, fn func() error) {
 	s.mu.Lock()
 	p.run++
@@ -157,18 +216,27 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 	// stalled has a duration of at least the stall bound.
 	start := time.Now()
 	stall := time.AfterFunc(s.stallBound(), func() { s.markStalled(p, run) })
-	err := callCheck(fn)
-	end := time.Now()
-	stall.Stop()
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p.inFlight = false
-	if s.poller != p {
-		return // replaced while fn ran: this result feeds nothing
-	}
-	s.checks.record(err, start, end)
-	s.setCheck(checkVerdict{err: err})
+	var err error
+	returned := false
+	defer func() {
+		end := time.Now()
+		stall.Stop()
+		if !returned {
+			// Called during the Goexit, above fn's frame: the
+			// stack shows where fn called it.
+			err = &checkGoexit{stack: debug.Stack()}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		p.inFlight = false
+		if s.poller != p {
+			return // replaced while fn ran: this result feeds nothing
+		}
+		s.checks.record(err, start, end)
+		s.setCheck(checkVerdict{err: err})
+	}()
+	err = callCheck(fn)
+	returned = true
 }
 
 // markStalled is the stall timer's callback. It checks that the check it
@@ -194,12 +262,16 @@ func (s *Server) setCheck(next checkVerdict) {
 	case next.stalled && !prev.stalled:
 		s.logger.Error("health: data-plane check stalled", "after", s.stallBound())
 	case next.stalled:
-	case next.err != nil && (prev.err == nil || prev.stalled || isPanic(next.err) && !isPanic(prev.err)):
-		// A panic after failures is logged too: its value and stack
-		// point at a bug in the check, which a plain failure does not.
+	case next.err != nil && (prev.err == nil || prev.stalled || newBug(prev.err, next.err)):
+		// A panic or a Goexit after failures is logged too: its
+		// stack points at a bug in the check, which a plain failure
+		// does not.
 		attrs := []any{"err", next.err}
-		if p, ok := next.err.(*checkPanic); ok {
-			attrs = append(attrs, "stack", string(p.stack))
+		switch bug := next.err.(type) {
+		case *checkPanic:
+			attrs = append(attrs, "stack", string(bug.stack))
+		case *checkGoexit:
+			attrs = append(attrs, "stack", string(bug.stack))
 		}
 		s.logger.Error("health: data-plane check failed", attrs...)
 	case next.err == nil && (prev.err != nil || prev.stalled) && s.poller != nil:
@@ -220,9 +292,25 @@ func (p *checkPanic) Error() string {
 	return fmt.Sprintf("data-plane check panicked: %v", p.value)
 }
 
-func isPanic(err error) bool {
-	_, ok := err.(*checkPanic)
-	return ok
+// checkGoexit is a check that called runtime.Goexit (t.FailNow in a check
+// written like a test, say), kept as an error so that it counts as a
+// failed check rather than showing only as a stall.
+type checkGoexit struct{ stack []byte }
+
+func (g *checkGoexit) Error() string { return "data-plane check called runtime.Goexit" }
+
+// newBug reports whether next is a panic or a Goexit and prev was not the
+// same kind.
+func newBug(prev, next error) bool {
+	switch next.(type) {
+	case *checkPanic:
+		_, was := prev.(*checkPanic)
+		return !was
+	case *checkGoexit:
+		_, was := prev.(*checkGoexit)
+		return !was
+	}
+	return false
 }
 
 func callCheck(fn func() error) (err error) {

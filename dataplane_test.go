@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -390,5 +391,206 @@ func TestDataPlaneCheckPending(t *testing.T) {
 		goleak.VerifyNone(t) // waits for the poller to exit: nothing can change the verdict after
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready(), "a check that can no longer run cannot vouch")
 		assert.Equal(t, "not ready: data plane check pending\n", serve(s.Handler(), "GET", "/readyz").Body.String())
+	})
+}
+
+// TestCheckNow: the check runs at once in the poller's goroutine,
+// coalesced, and the schedule restarts from the run it caused.
+func TestCheckNow(t *testing.T) {
+	t.Run("runs the check at once, never in the caller's goroutine, never waiting", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newReadyServer(t)
+		s.checkPeriod = time.Hour
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		release := make(chan struct{})
+		var n atomic.Int32
+		check, calls := countingCheck(func() error {
+			if n.Add(1) == 2 {
+				<-release // the run CheckNow asked for hangs
+			}
+			return errPlantedCheck
+		})
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 1)
+		returned := make(chan struct{})
+		go func() {
+			s.CheckNow()
+			close(returned)
+		}()
+		waitCalls(t, calls, 2)
+		select {
+		case <-returned:
+		case <-time.After(10 * time.Second):
+			t.Fatal("CheckNow waited for the check")
+		}
+		close(release)
+		eventually(t, func() bool { return s.Status().Check.Runs == 2 }, "the second run's result")
+	})
+
+	t.Run("any number of calls during a run add one run after it", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newReadyServer(t)
+		s.checkPeriod = time.Hour // no tick in this test's life
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		releases := []chan struct{}{make(chan struct{}), make(chan struct{})}
+		var n atomic.Int32
+		check, calls := countingCheck(func() error {
+			if i := n.Add(1); i <= 2 {
+				<-releases[i-1]
+			}
+			return nil
+		})
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 1)
+		for i := 0; i < 1000; i++ {
+			s.CheckNow()
+		}
+		close(releases[0])
+		waitCalls(t, calls, 2) // the one run the calls added
+		s.mu.Lock()
+		p := s.poller
+		assert.Zero(t, len(p.now), "no further run asked for while the second runs")
+		s.mu.Unlock()
+		close(releases[1])
+		eventually(t, func() bool { return s.Status().Check.Runs == 2 }, "the second run's result")
+		// Only a tick, an hour away, or a CheckNow can start a third.
+		s.mu.Lock()
+		assert.Equal(t, uint64(2), p.run)
+		assert.Zero(t, len(p.now))
+		s.mu.Unlock()
+		assert.Empty(t, calls)
+	})
+
+	t.Run("the next periodic run comes a full period after the one it caused", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		const period = 400 * time.Millisecond
+		s, _ := newReadyServer(t)
+		s.checkPeriod = period
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		times := make(chan time.Time, 10)
+		s.SetDataPlaneCheck(ctx, func() error {
+			times <- time.Now()
+			return nil
+		})
+		first := <-times
+		time.Sleep(period / 2) // halfway to the tick: the moment to ask, not a wait for anything
+		s.CheckNow()
+		triggered := <-times
+		require.Less(t, triggered.Sub(first), period, "CheckNow ran before the old schedule's tick")
+		next := <-times
+		// The old schedule would run at first+period, half a period
+		// after the triggered run; the new one a full period after it.
+		assert.Greater(t, next.Sub(triggered), period*3/4)
+		assert.Less(t, next.Sub(triggered), period+time.Second)
+		cancel()
+	})
+
+	t.Run("does nothing without a check, after a nil fn or once ctx is done", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, _ := newReadyServer(t)
+		s.CheckNow()
+		assert.Equal(t, CheckStatus{}, s.Status().Check)
+
+		check, calls := countingCheck(func() error { return nil })
+		ctx, cancel := context.WithCancel(context.Background())
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 1)
+		cancel()
+		goleak.VerifyNone(t) // the poller has exited: nothing can run a check
+		runs := s.Status().Check.Runs
+		for i := 0; i < 3; i++ {
+			s.CheckNow()
+		}
+		goleak.VerifyNone(t)
+		assert.Empty(t, calls)
+		assert.Equal(t, runs, s.Status().Check.Runs)
+
+		s.SetDataPlaneCheck(context.Background(), check)
+		waitCalls(t, calls, 2)
+		s.SetDataPlaneCheck(context.Background(), nil)
+		goleak.VerifyNone(t)
+		s.CheckNow()
+		assert.Empty(t, calls)
+	})
+}
+
+// TestCheckGoexit: a check that calls runtime.Goexit (t.FailNow in a check,
+// say) is a failed check, logged with where it was called, and the poller
+// goes on; no recover can see it, and without care it would end the
+// poller and show only as a stall, three periods later.
+func TestCheckGoexit(t *testing.T) {
+	// Long enough that a busy machine never turns a slow check into a
+	// stall (three periods), which would log lines these tests count.
+	const goexitPeriod = 50 * time.Millisecond
+	t.Run("once: a failure, then polling goes on", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newPolledServer(t)
+		s.checkPeriod = goexitPeriod
+		var n atomic.Int32
+		check, calls := countingCheck(func() error {
+			if n.Add(1) == 1 {
+				runtime.Goexit()
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 3)
+		assert.NoError(t, s.Ready())
+		cancel()
+		st := s.Status().Check
+		assert.GreaterOrEqual(t, st.Runs, uint64(2))
+		assert.Equal(t, uint64(1), st.Failures)
+		assert.Zero(t, st.Panics, "a Goexit is not a panic")
+		assert.Zero(t, st.Stalls, "nor a stall")
+		assert.Equal(t, 1, logs.count(`level=ERROR msg="health: data-plane check failed" err="data-plane check called runtime.Goexit" stack=`))
+		assert.Contains(t, logs.String(), "health.TestCheckGoexit", "the stack names the function that called it")
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check recovered"`))
+	})
+
+	t.Run("always: failing, logged once, polling at its period", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newPolledServer(t)
+		s.checkPeriod = goexitPeriod
+		check, calls := countingCheck(func() error { runtime.Goexit(); return nil })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 6) // five results recorded
+		err := s.Ready()
+		assert.ErrorIs(t, err, ErrDataPlaneLost)
+		assert.Equal(t, "data plane lost: data-plane check called runtime.Goexit", err.Error())
+		assert.Equal(t, "not ready: data plane lost\n", serve(s.Handler(), "GET", "/readyz").Body.String())
+		st := s.Status().Check
+		assert.GreaterOrEqual(t, st.Failures, uint64(5))
+		assert.Equal(t, st.Runs, st.Failures)
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed"`))
+		cancel()
+		// goleak, deferred: the last of the poller's goroutines exits with ctx.
+	})
+
+	t.Run("after failures, a Goexit is logged with its stack", func(t *testing.T) {
+		defer goleak.VerifyNone(t)
+		s, logs := newPolledServer(t)
+		s.checkPeriod = goexitPeriod
+		var n atomic.Int32
+		check, calls := countingCheck(func() error {
+			if n.Add(1) <= 2 {
+				return errPlantedCheck
+			}
+			runtime.Goexit()
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, check)
+		waitCalls(t, calls, 5)
+		cancel()
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="PLANTED-check-error`))
+		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="data-plane check called runtime.Goexit" stack=`))
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/health"
@@ -242,6 +243,7 @@ func ExampleServer_Status() {
 	// health_condition_unmet{condition="event_delivery_stopped"} 0
 	// health_condition_unmet{condition="event_delivery_degraded"} 1
 	// health_condition_unmet{condition="subsystem_stopped"} 1
+	// health_condition_unmet{condition="subsystem_unresponsive"} 0
 	// # HELP health_check_installed Whether a data-plane check is set (1) or not (0).
 	// # TYPE health_check_installed gauge
 	// health_check_installed 0
@@ -284,6 +286,136 @@ func ExampleServer_Status() {
 	// health_probes_total{answer="readyz_ok"} 0
 	// health_probes_total{answer="readyz_not_ready"} 2
 	// health_probes_total{answer="other"} 1
+}
+
+// waitUntil returns Ready's error once done says it is the one awaited,
+// woken by every change of readiness rather than polling it.
+func waitUntil(srv *health.Server, done func(error) bool) error {
+	for {
+		ch := srv.Changed()
+		if err := srv.Ready(); done(err) {
+			return err
+		}
+		<-ch
+	}
+}
+
+// A loop watched for readiness beats on every turn, and on an idle tick
+// while it waits for events, so that a quiet spell is not mistaken for a
+// hang. When it hangs (here on a lock that is never released) it stops
+// beating, and once its timeout has passed the node is not ready until it
+// turns again; liveness stays 200 throughout.
+func ExampleServer_Watch() {
+	srv := health.NewServer(health.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.SetRegistered()
+	srv.SetDataPlaneReady()
+	ctx, cancel := context.WithCancel(context.Background())
+
+	// An agent's timeout is minutes; this one is short so that the
+	// example runs in a moment.
+	const timeout = 200 * time.Millisecond
+	reconcile := srv.Watch("reconcile", timeout) // before the loop starts
+	fmt.Println("watched:", srv.Ready())
+
+	events := make(chan string)
+	lock := make(chan struct{}) // stands for a lock someone forgot to release
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer reconcile.Stop() // the loop ends on purpose: no longer watched
+		idle := time.NewTicker(timeout / 4)
+		defer idle.Stop()
+		for {
+			reconcile.Beat()
+			select {
+			case ev := <-events:
+				if ev == "needs the lock" {
+					<-lock // hangs
+				}
+			case <-idle.C: // nothing to do: waiting is not hanging
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	isUnresponsive := func(err error) bool { return errors.Is(err, health.ErrSubsystemUnresponsive) }
+	fmt.Println("turning:", waitUntil(srv, func(err error) bool { return err == nil }))
+	events <- "needs the lock"
+	fmt.Println("hung:", waitUntil(srv, isUnresponsive))
+	close(lock)
+	fmt.Println("turning again:", waitUntil(srv, func(err error) bool { return err == nil }))
+	cancel()
+	<-done
+	fmt.Println("stopped:", srv.Ready())
+	// Output:
+	// watched: subsystem unresponsive: "reconcile" (no beat yet, timeout 200ms)
+	// turning: <nil>
+	// hung: subsystem unresponsive: "reconcile" (no beat within 200ms)
+	// turning again: <nil>
+	// stopped: <nil>
+}
+
+// The agent removes the node's startup taint the moment the node is first
+// ready, rather than polling Ready: the loop wakes at every change of
+// readiness and never misses one.
+func ExampleServer_Changed() {
+	srv := health.NewServer(health.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	untainted := make(chan struct{})
+	go func() {
+		defer close(untainted)
+		for {
+			ch := srv.Changed()
+			if srv.Ready() == nil {
+				fmt.Println("ready: removing the startup taint") // the agent patches its Node here
+				return
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	fmt.Println("starting:", srv.Ready())
+	srv.SetRegistered()
+	srv.SetDataPlaneReady()
+	<-untainted
+	// Output:
+	// starting: registration pending
+	// ready: removing the startup taint
+}
+
+// The agent's netlink watch sees the WireGuard link go down and asks for a
+// check at once: readiness follows in milliseconds, not at the next tick
+// of the 5 s period.
+func ExampleServer_CheckNow() {
+	srv := health.NewServer(health.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var linkUp atomic.Bool // what the pretend netlink reports
+	linkUp.Store(true)
+	srv.SetRegistered()
+	srv.SetDataPlaneCheck(ctx, func() error {
+		if !linkUp.Load() {
+			return errors.New("wg0 is down")
+		}
+		return nil
+	})
+	srv.SetDataPlaneReady()
+	fmt.Println("up:", waitUntil(srv, func(err error) bool { return err == nil }))
+
+	// The netlink watch's handler for a link-down event:
+	linkUp.Store(false)
+	srv.CheckNow()
+
+	fmt.Println("down:", waitUntil(srv, func(err error) bool { return err != nil }))
+	// Output:
+	// up: <nil>
+	// down: data plane lost: wg0 is down
 }
 
 func ExampleConfig_Validate() {

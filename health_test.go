@@ -142,6 +142,22 @@ var serverStates = []struct {
 		unmet:   []error{ErrSubsystemStopped},
 	},
 	{
+		name: "subsystem unresponsive", set: func(s *Server) { setLatches(s); s.Watch(plantedSubsystem, time.Hour) },
+		status: 503, body: "not ready: subsystem unresponsive\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[-]subsystems failed: subsystem unresponsive\nreadyz check failed\n",
+		unmet:   []error{ErrSubsystemUnresponsive},
+	},
+	{
+		name: "a stopped subsystem before an unresponsive loop", set: func(s *Server) {
+			setLatches(s)
+			s.Watch(plantedSubsystem, time.Hour)
+			s.SetSubsystemStopped(plantedSubsystem)
+		},
+		status: 503, body: "not ready: subsystem stopped\n",
+		verbose: "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[-]subsystems failed: subsystem stopped\nreadyz check failed\n",
+		unmet:   []error{ErrSubsystemStopped, ErrSubsystemUnresponsive},
+	},
+	{
 		name: "ready without a check", set: setLatches,
 		status: 200, body: "ok\n",
 		verbose: "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check passed\n",
@@ -174,6 +190,7 @@ var serverStates = []struct {
 	},
 	{
 		name: "everything unmet at once", set: func(s *Server) {
+			s.Watch(plantedSubsystem, time.Hour)
 			s.SetSubsystemStopped(plantedSubsystem)
 			s.SetDeliveryMode(DeliveryModeDegradedPolling)
 			s.SetDeliveryStopped()
@@ -182,7 +199,7 @@ var serverStates = []struct {
 		status: 503, body: "not ready: registration pending\n",
 		verbose: "[-]registration failed: registration pending\n[-]data-plane failed: data plane not configured\n[-]data-plane-check failed: data plane lost\n[-]event-delivery failed: event delivery stopped\n[-]subsystems failed: subsystem stopped\nreadyz check failed\n",
 		unmet: []error{ErrRegistrationPending, ErrDataPlanePending, ErrDataPlaneLost, ErrDataPlaneStalled,
-			ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped},
+			ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped, ErrSubsystemUnresponsive},
 	},
 }
 
@@ -352,10 +369,10 @@ func assertClosedByServer(t *testing.T, c net.Conn, msgAndArgs ...any) {
 	}
 }
 
-// TestConcurrentSettersProbesAndPoller hammers every setter, the poller and
-// probes together; run under -race it proves the probe path and the
-// setters share no unsynchronised state, and the end state shows no update
-// was lost.
+// TestConcurrentSettersProbesAndPoller hammers every setter, the poller,
+// the watchdogs, Changed, CheckNow and probes together; run under -race it
+// proves the probe path and the setters share no unsynchronised state, and
+// the end state shows no update was lost.
 func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 	s, _ := newTestServer(t)
 	s.checkPeriod = time.Millisecond
@@ -363,7 +380,28 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	const rounds = 300
+	flapping := s.Watch("flapping", time.Microsecond) // overdue and back all the time
+	steady := s.Watch("steady", time.Hour)
+	var watched []*Watchdog // guarded by watchedMu
+	var watchedMu sync.Mutex
 	setters := []func(i int){
+		func(int) { flapping.Beat() },
+		func(int) { steady.Beat() },
+		func(i int) {
+			w := s.Watch("loop"+strconv.Itoa(i%3), time.Hour)
+			w.Beat()
+			if i%2 == 0 {
+				w.Stop()
+				w.Beat()
+				return
+			}
+			watchedMu.Lock()
+			watched = append(watched, w)
+			watchedMu.Unlock()
+		},
+		func(int) { s.CheckNow() },
+		func(int) { s.Changed() },
+		func(int) { _ = s.Status() },
 		func(int) { s.SetRegistered() },
 		func(int) { s.SetDataPlaneReady() },
 		func(i int) {
@@ -403,6 +441,16 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 	wg.Wait()
 	s.SetDeliveryMode(DeliveryModeStreaming)
 	s.SetDataPlaneCheck(ctx, nil)
+	flapping.Stop()
+	steady.Beat()
+	st := s.Status()
+	assert.Len(t, st.Watchdogs, 1+rounds/2, "steady and every odd loop")
+	assert.Equal(t, []error{ErrSubsystemStopped}, st.Unmet, "every watchdog left has beaten within its hour")
+	steady.Stop()
+	for _, w := range watched {
+		w.Stop()
+	}
+	assert.False(t, timerArmed(s))
 	assert.ErrorIs(t, s.Ready(), ErrSubsystemStopped)
 	assert.Equal(t, `subsystem stopped: "sub0", "sub1", "sub2"`, s.Ready().Error())
 	assert.Equal(t, "not ready: subsystem stopped\n", serve(s.Handler(), "GET", "/readyz").Body.String())

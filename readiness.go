@@ -101,7 +101,8 @@ func (s *Server) SetSubsystemStopped(name string) {
 }
 
 // update recomputes the verdict from the latches and stores it if it
-// changed, logging a change of the /readyz answer once. The line is written
+// changed, logging a change of the /readyz answer once and waking Changed's
+// watchers when the set of unmet conditions changed. The line is written
 // before the verdict is published, so that whoever sees the new answer
 // finds its line in the log. s.mu must be held: the lock orders the stores,
 // so a probe never sees an older verdict after a newer one.
@@ -118,6 +119,9 @@ func (s *Server) update() {
 		s.logReadinessChange(prev.reason, first)
 	}
 	s.answer.Store(newVerdict(unmet, err, checkSet))
+	if unmet != prev.unmet {
+		s.announceChange()
+	}
 }
 
 // logReadinessChange logs a change of the /readyz answer. Only leaving
@@ -149,12 +153,13 @@ func (s *Server) unmet() reasonSet {
 	rs = rs.add(reasonDeliveryStopped, s.deliveryStopped)
 	rs = rs.add(reasonDeliveryDegraded, !s.mode.ready())
 	rs = rs.add(reasonSubsystemStopped, len(s.stopped) > 0)
+	rs = rs.add(reasonSubsystemUnresponsive, s.unresponsive())
 	return rs
 }
 
 // detail returns Ready's error for r: r's sentinel, wrapped with what the
 // agent's authenticated surfaces may see (the check's error, the mode, the
-// stopped subsystems' names). s.mu must be held.
+// stopped subsystems' names, the overdue watchdogs'). s.mu must be held.
 func (s *Server) detail(r reason) error {
 	switch r {
 	case reasonReady:
@@ -173,6 +178,8 @@ func (s *Server) detail(r reason) error {
 			quoted[i] = fmt.Sprintf("%q", n)
 		}
 		return fmt.Errorf("%w: %s", ErrSubsystemStopped, strings.Join(quoted, ", "))
+	case reasonSubsystemUnresponsive:
+		return s.unresponsiveDetail()
 	}
 	return reasons[r]
 }
@@ -198,6 +205,7 @@ const (
 	reasonDeliveryStopped
 	reasonDeliveryDegraded
 	reasonSubsystemStopped
+	reasonSubsystemUnresponsive
 	reasonReady
 )
 
@@ -213,6 +221,7 @@ var reasons = [...]error{
 	reasonDeliveryStopped:       ErrDeliveryStopped,
 	reasonDeliveryDegraded:      ErrDeliveryDegraded,
 	reasonSubsystemStopped:      ErrSubsystemStopped,
+	reasonSubsystemUnresponsive: ErrSubsystemUnresponsive,
 }
 
 // Conditions returns the sentinel of every readiness condition, met or

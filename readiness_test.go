@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,8 +75,10 @@ func TestReadinessPrecedence(t *testing.T) {
 	s2.SetSubsystemStopped("wg")
 	s2.SetDeliveryMode("")
 	assert.Equal(t, "not ready: event delivery degraded\n", serve(s2.Handler(), "GET", "/readyz").Body.String())
+	s2.Watch("hung", time.Hour)
 	s2.SetDeliveryMode(DeliveryModeStreaming)
-	assert.Equal(t, "not ready: subsystem stopped\n", serve(s2.Handler(), "GET", "/readyz").Body.String())
+	assert.Equal(t, "not ready: subsystem stopped\n", serve(s2.Handler(), "GET", "/readyz").Body.String(), "stopped before unresponsive")
+	assert.Equal(t, []error{ErrSubsystemStopped, ErrSubsystemUnresponsive}, s2.Status().Unmet)
 }
 
 func TestLatchesStaySet(t *testing.T) {

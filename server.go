@@ -28,6 +28,11 @@ type Server struct {
 	// it before the first SetDataPlaneCheck.
 	checkPeriod time.Duration
 
+	// epoch is the origin of the watchdogs' monotonic clock readings, so
+	// that a Beat stores a number rather than a time.Time. It never
+	// changes after NewServer.
+	epoch time.Time
+
 	mu              sync.Mutex
 	registered      bool
 	dataPlaneReady  bool
@@ -37,6 +42,8 @@ type Server struct {
 	check           checkVerdict
 	checks          checkCounters
 	poller          *poller // the current data-plane poller; nil when none is set
+	watch           watchState
+	changed         chan struct{} // Changed's channel; nil until someone asks
 }
 
 // NewServer returns a Server for cfg, with cfg's defaults applied. A nil
@@ -52,6 +59,7 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 		cfg:         cfg,
 		logger:      logger,
 		checkPeriod: dataPlaneCheckPeriod,
+		epoch:       time.Now(),
 		mode:        DeliveryModeStreaming,
 	}
 	unmet := s.unmet()

@@ -23,23 +23,12 @@ type Status struct {
 	Check  CheckStatus // the data-plane check
 	Conns  ConnStatus  // Serve's connections
 	Probes ProbeCounts // answers of Handler(), wherever it is mounted
-	// Watchdogs holds every watchdog not stopped, in Watch order.
+	// Watchdogs describes every watchdog not stopped, in Watch order.
 	Watchdogs []WatchdogStatus
 	// Stopped holds the names given to SetSubsystemStopped, each once, in
 	// the order of their first call: the names behind ErrSubsystemStopped,
 	// which otherwise only the log and Ready's text carry.
 	Stopped []string
-}
-
-// WatchdogStatus describes one watchdog (Watch). Names may repeat: the
-// entries are in Watch order, one per watchdog.
-type WatchdogStatus struct {
-	Name     string
-	Timeout  time.Duration
-	Beats    uint64    // Beats since Watch
-	LastBeat time.Time // zero before the first
-	Overdue  bool      // unmet: no Beat yet, or none within Timeout
-	Timeouts uint64    // times it ran past its timeout (its first deadline counts from Watch)
 }
 
 // CheckStatus describes the data-plane check (SetDataPlaneCheck). Its
@@ -52,11 +41,13 @@ type CheckStatus struct {
 	// check's ctx is done, because the check's last verdict (or its
 	// absence) still decides readiness.
 	Installed bool
-	// Runs counts the checks that returned, failures and panics included:
+	// Runs counts the checks that returned, failures, panics and calls
+	// of runtime.Goexit included:
 	// a Runs that stops growing while Installed means the poller is
 	// stuck or its ctx is done.
 	Runs uint64
-	// Failures counts, of Runs, those that returned an error or panicked.
+	// Failures counts, of Runs, those that returned an error, panicked
+	// or called runtime.Goexit.
 	Failures uint64
 	// Panics counts, of Failures, those that panicked: a bug in the
 	// check, which the poller survives.
@@ -107,25 +98,29 @@ func (pc *probeCounters) counts() ProbeCounts {
 }
 
 // Status returns a snapshot of readiness, the data-plane check, Serve's
-// connections and the probes answered. It never slows a probe: probes take
-// no lock, and their counters are atomics. Unmet, Check and Stopped are
-// read under the lock that orders readiness changes, so they agree with
-// each other (a failed check in Unmet has its failure counted in Check, a
-// stopped subsystem in Unmet has its name in Stopped); the probe
-// and connection counters are read one by one while probes go on, so
-// they may be a probe or a connection apart from each other.
+// connections, the probes answered and the watchdogs. It never slows a
+// probe: probes take no lock, and their counters are atomics. Unmet, Check,
+// Stopped and each watchdog's Overdue and Timeouts are read under the lock
+// that orders readiness changes, so they agree with each other (a failed
+// check in Unmet has its failure counted in Check, a stopped subsystem in
+// Unmet has its name in Stopped). The probe and connection counters and
+// the watchdogs' Beats and LastBeat are read one by one while probes and
+// Beats go on, so they may be a probe, a connection or a Beat apart from
+// each other.
 func (s *Server) Status() Status {
 	s.mu.Lock()
 	unmet := s.answer.Load().unmet
 	check := s.checks.status(s.poller != nil)
 	stopped := slices.Clone(s.stopped)
+	watchdogs := s.watchdogStatus()
 	s.mu.Unlock()
 	return Status{
-		Unmet:   unmet.sentinels(),
-		Check:   check,
-		Conns:   s.conns.status(),
-		Probes:  s.probes.counts(),
-		Stopped: stopped,
+		Unmet:     unmet.sentinels(),
+		Check:     check,
+		Conns:     s.conns.status(),
+		Probes:    s.probes.counts(),
+		Watchdogs: watchdogs,
+		Stopped:   stopped,
 	}
 }
 

@@ -19,7 +19,7 @@ var verboseLines = [...]struct {
 	{"data-plane", reasonDataPlanePending, reasonDataPlanePending, false},
 	{"data-plane-check", reasonDataPlaneCheckPending, reasonDataPlaneStalled, true},
 	{"event-delivery", reasonDeliveryStopped, reasonDeliveryDegraded, false},
-	{"subsystems", reasonSubsystemStopped, reasonSubsystemStopped, false},
+	{"subsystems", reasonSubsystemStopped, reasonSubsystemUnresponsive, false},
 }
 
 // verboseResponse builds the /readyz?verbose answer for a set of unmet

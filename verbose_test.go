@@ -156,7 +156,7 @@ var verboseBodies = func() map[string]bool {
 		{"", "[+]data-plane-check ok\n", "[-]data-plane-check failed: data plane check pending\n",
 			"[-]data-plane-check failed: data plane lost\n", "[-]data-plane-check failed: data plane check stalled\n"},
 		{"[+]event-delivery ok\n", "[-]event-delivery failed: event delivery stopped\n", "[-]event-delivery failed: event delivery degraded\n"},
-		{"[+]subsystems ok\n", "[-]subsystems failed: subsystem stopped\n"},
+		{"[+]subsystems ok\n", "[-]subsystems failed: subsystem stopped\n", "[-]subsystems failed: subsystem unresponsive\n"},
 	}
 	bodies := map[string]bool{}
 	var walk func(prefix string, failed bool, rest [][]string)

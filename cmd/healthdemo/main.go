@@ -10,9 +10,19 @@
 // plane up -dataplane-after later and from then on checks that the network
 // interface -iface exists and is up; -check-delay makes each check take
 // that long, to watch "data plane check pending" and, past 15 s, "data
-// plane check stalled". Type commands on its standard input to drive the
-// rest (type help); status prints Ready's text and the Status snapshot.
-// Ctrl-C stops it cleanly.
+// plane check stalled".
+//
+// Its main loop, "reconcile", is watched for readiness: it beats on every
+// turn and, as it waits for work that never comes, on an idle tick. Type
+// hang and the loop hangs at its next turn, as a loop stuck on a lock
+// would: -loop-timeout later /readyz says "subsystem unresponsive", and
+// resume brings it back. Type link-down and the pretend agent's netlink
+// watch reports the interface down and calls CheckNow: /readyz says "data
+// plane lost" within milliseconds, not at the next 5 s check.
+//
+// Type commands on its standard input to drive the rest (type help);
+// status prints Ready's text and the Status snapshot. Ctrl-C stops it
+// cleanly.
 package main
 
 import (
@@ -27,6 +37,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,6 +54,10 @@ const commandHelp = `commands:
   mode streaming|pull_only|degraded_polling   set the event delivery mode
   delivery-stopped                            latch: event delivery stopped
   subsystem-stopped NAME                      latch: a subsystem stopped
+  hang                                        the reconcile loop hangs at its next turn
+  resume                                      the hung loop turns again
+  link-down                                   pretend netlink saw the interface go down; CheckNow
+  link-up                                     pretend netlink saw it come back; CheckNow
   status                                      print Ready(), with its detail, and Status()
   help                                        print this list`
 
@@ -57,6 +72,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	registerAfter := fs.Duration("register-after", 2*time.Second, "when the pretend agent registers")
 	dataPlaneAfter := fs.Duration("dataplane-after", 2*time.Second, "how long after registering its data plane comes up")
 	checkDelay := fs.Duration("check-delay", 0, "how long each data-plane check takes (over 15s, it stalls)")
+	loopTimeout := fs.Duration("loop-timeout", 5*time.Second, "the reconcile loop's watchdog timeout")
 	var level slog.Level
 	fs.TextVar(&level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +85,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "healthdemo:", err)
+		return 2
+	}
+	if *loopTimeout <= 0 {
+		fmt.Fprintf(stderr, "healthdemo: -loop-timeout %v is not positive\n", *loopTimeout)
 		return 2
 	}
 	srv := health.NewServer(cfg, logger)
@@ -84,12 +104,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
-	go startUp(ctx, srv, logger, *registerAfter, *dataPlaneAfter, slowly(ctx, *checkDelay, interfaceUp(*iface)), *iface)
+	a := &agent{srv: srv, iface: *iface, loop: srv.Watch("reconcile", *loopTimeout)}
+	loopEnded := make(chan struct{})
+	go func() {
+		defer close(loopEnded)
+		a.reconcile(ctx, *loopTimeout/4)
+	}()
+	go startUp(ctx, srv, logger, *registerAfter, *dataPlaneAfter, slowly(ctx, *checkDelay, a.check), *iface)
 	// The reader is not waited for: a read from a terminal cannot be
 	// interrupted, and nothing it does outlives the process.
-	go readCommands(stdin, srv, out)
+	go readCommands(stdin, a, out)
 
-	if err := <-served; err != nil {
+	err = <-served
+	<-loopEnded
+	if err != nil {
 		fmt.Fprintln(stderr, "healthdemo:", err)
 		return 1
 	}
@@ -126,18 +154,90 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// interfaceUp is the data-plane check: the interface exists and is up.
-func interfaceUp(name string) func() error {
-	return func() error {
-		ifi, err := net.InterfaceByName(name)
-		if err != nil {
-			return fmt.Errorf("interface %q: %w", name, err)
+// agent is the pretend agent's state that its commands change.
+type agent struct {
+	srv   *health.Server
+	iface string
+	loop  *health.Watchdog
+
+	linkDown atomic.Bool // what the pretend netlink watch last reported
+
+	mu      sync.Mutex
+	release chan struct{} // while the loop is told to hang: closed to resume it
+}
+
+// reconcile is the pretend agent's main loop. It waits for work that
+// never comes, so it beats on an idle tick: waiting is not hanging. When
+// told to hang, it stops turning, as a loop stuck on a lock would.
+func (a *agent) reconcile(ctx context.Context, idle time.Duration) {
+	defer a.loop.Stop() // it ends on purpose, with the demo
+	tick := time.NewTicker(idle)
+	defer tick.Stop()
+	for {
+		a.loop.Beat()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
-		if ifi.Flags&net.FlagUp == 0 {
-			return fmt.Errorf("interface %q is down", name)
+		a.mu.Lock()
+		release := a.release
+		a.mu.Unlock()
+		if release != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-release:
+			}
 		}
-		return nil
 	}
+}
+
+// hang tells the loop to hang at its next turn; resume releases it.
+func (a *agent) hang() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.release == nil {
+		a.release = make(chan struct{})
+	}
+	return "loop: reconcile hangs at its next turn"
+}
+
+func (a *agent) resume() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.release != nil {
+		close(a.release)
+		a.release = nil
+	}
+	return "loop: reconcile turns again"
+}
+
+// setLink is the pretend netlink watch's handler: it records the link's
+// state and asks for a check at once, then reports readiness once it has
+// followed (at most a second later).
+func (a *agent) setLink(down bool) string {
+	changed := a.srv.Changed()
+	a.linkDown.Store(down)
+	a.srv.CheckNow()
+	select {
+	case <-changed:
+	case <-time.After(time.Second):
+	}
+	return status(a.srv)
+}
+
+// check is the data-plane check: the interface exists and is up, and the
+// pretend netlink watch has not seen it go down.
+func (a *agent) check() error {
+	ifi, err := net.InterfaceByName(a.iface)
+	if err != nil {
+		return fmt.Errorf("interface %q: %w", a.iface, err)
+	}
+	if ifi.Flags&net.FlagUp == 0 || a.linkDown.Load() {
+		return fmt.Errorf("interface %q is down", a.iface)
+	}
+	return nil
 }
 
 // slowly makes check take d longer, as a slow data-plane check would. It
@@ -160,7 +260,7 @@ const maxLine = 4096
 
 // readCommands runs the commands read from r until it ends. Whatever it
 // reads, it answers; nothing can stop the demo from serving.
-func readCommands(r io.Reader, srv *health.Server, out *lockedWriter) {
+func readCommands(r io.Reader, a *agent, out *lockedWriter) {
 	br := bufio.NewReaderSize(r, maxLine)
 	for {
 		line, tooLong, err := br.ReadLine()
@@ -174,14 +274,15 @@ func readCommands(r io.Reader, srv *health.Server, out *lockedWriter) {
 		if err != nil {
 			return // end of input (no terminal, say): just keep serving
 		}
-		if reply := runCommand(string(line), srv); reply != "" {
+		if reply := runCommand(string(line), a); reply != "" {
 			out.printf("%s\n", reply)
 		}
 	}
 }
 
 // runCommand carries out one command line and returns the reply.
-func runCommand(line string, srv *health.Server) string {
+func runCommand(line string, a *agent) string {
+	srv := a.srv
 	verb, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 	arg = strings.TrimSpace(arg)
 	switch {
@@ -200,6 +301,14 @@ func runCommand(line string, srv *health.Server) string {
 	case verb == "subsystem-stopped" && arg != "":
 		srv.SetSubsystemStopped(arg)
 		return status(srv)
+	case verb == "hang" && arg == "":
+		return a.hang()
+	case verb == "resume" && arg == "":
+		return a.resume()
+	case verb == "link-down" && arg == "":
+		return a.setLink(true)
+	case verb == "link-up" && arg == "":
+		return a.setLink(false)
 	}
 	return fmt.Sprintf("error: unknown command %q\n%s", line, commandHelp)
 }
@@ -212,8 +321,8 @@ func status(srv *health.Server) string {
 }
 
 // formatStatus writes the Status snapshot as a few indented lines for a
-// person: what is unmet, how the check is doing, the connections Serve
-// holds, and the probes answered.
+// person: what is unmet, how the check is doing, the watched loops, the
+// connections Serve holds, and the probes answered.
 func formatStatus(st health.Status) string {
 	var b strings.Builder
 	unmet := make([]string, len(st.Unmet))
@@ -235,6 +344,25 @@ func formatStatus(st health.Status) string {
 		fmt.Fprintf(&b, "; the last took %v and returned at %s", c.LastDuration.Round(time.Microsecond), c.LastReturned.Format(time.TimeOnly))
 	}
 	b.WriteString("\n")
+
+	if len(st.Watchdogs) == 0 {
+		b.WriteString("  loops:  none\n")
+	}
+	for i, w := range st.Watchdogs {
+		prefix := "  loops:  "
+		if i > 0 {
+			prefix = "          "
+		}
+		state := "met"
+		if w.Overdue {
+			state = "overdue"
+		}
+		fmt.Fprintf(&b, "%s%q %s; timeout %v; %d beats", prefix, w.Name, state, w.Timeout, w.Beats)
+		if !w.LastBeat.IsZero() {
+			fmt.Fprintf(&b, ", the last at %s", w.LastBeat.Format(time.TimeOnly))
+		}
+		fmt.Fprintf(&b, "; %d timeouts\n", w.Timeouts)
+	}
 
 	pressure := ""
 	if st.Conns.Pressure {

@@ -160,6 +160,7 @@ func TestDemoLifecycle(t *testing.T) {
 	assert.Equal(t, "status: ready", d.nextMatching(t, "status:"))
 	assert.Equal(t, "  unmet:  none", d.next(t))
 	assert.Regexp(t, `^  check:  set; [1-9]\d* runs, 0 failed, 0 panicked, 0 stalled; the last took \S+ and returned at \d\d:\d\d:\d\d$`, d.next(t))
+	assert.Regexp(t, `^  loops:  "reconcile" met; timeout 5s; [1-9]\d* beats, the last at \d\d:\d\d:\d\d; 0 timeouts$`, d.next(t))
 	assert.Regexp(t, `^  conns:  \d+ held of \d+; \d+ accepted, \d+ evicted$`, d.next(t))
 	assert.Regexp(t, `^  probes: 1 healthz ok, [1-9]\d* readyz ok, [1-9]\d* readyz not ready, 0 other$`, d.next(t))
 
@@ -214,10 +215,57 @@ func TestDemoCheckPending(t *testing.T) {
 	assert.Equal(t, "status: not ready: data plane check pending", d.nextMatching(t, "status:"))
 	assert.Equal(t, "  unmet:  data plane check pending", d.next(t))
 	assert.Equal(t, "  check:  set; 0 runs, 0 failed, 0 panicked, 0 stalled", d.next(t))
+	assert.Regexp(t, `^  loops:  "reconcile" met; `, d.next(t))
 	assert.NotContains(t, d.stderr.String(), "ready=true", "the check is set before the latch: never ready on the latch alone")
 	d.stop(t)            // the slow check stops waiting with the demo's context
 	goleak.VerifyNone(t) // waits for the poller to record that check and exit
 	assert.NotContains(t, d.stderr.String(), "data-plane check failed", "stopping is not a failure")
+}
+
+// TestDemoHungLoop hangs the watched loop: /readyz says so once the
+// loop's timeout has passed, the log names the loop, and it clears when
+// the loop turns again. Liveness stays 200.
+func TestDemoHungLoop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-loop-timeout", "200ms")
+	d.eventuallyAnswers(t, 200, "ok\n")
+
+	d.send(t, "hang")
+	assert.Equal(t, "loop: reconcile hangs at its next turn", d.nextMatching(t, "loop:"))
+	d.eventuallyAnswers(t, 503, "not ready: subsystem unresponsive\n")
+	status, body := d.probe(t, "/healthz")
+	assert.Equal(t, 200, status)
+	assert.Equal(t, "ok\n", body)
+	_, body = d.probe(t, "/readyz?verbose")
+	assert.Contains(t, body, "[-]subsystems failed: subsystem unresponsive\n")
+	assert.NotContains(t, body, "reconcile", "a name never reaches a body")
+	d.send(t, "status")
+	assert.Equal(t, `status: not ready: subsystem unresponsive: "reconcile" (no beat within 200ms)`, d.nextMatching(t, "status:"))
+	assert.Regexp(t, `^  loops:  "reconcile" overdue; timeout 200ms; [1-9]\d* beats, the last at \S+; 1 timeouts$`, d.nextMatching(t, "  loops:"))
+	assert.Contains(t, d.stderr.String(), `level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=200ms`)
+
+	d.send(t, "resume")
+	assert.Equal(t, "loop: reconcile turns again", d.nextMatching(t, "loop:"))
+	d.eventuallyAnswers(t, 200, "ok\n")
+	assert.Contains(t, d.stderr.String(), `level=INFO msg="health: subsystem responsive again" subsystem=reconcile`)
+	d.stop(t)
+}
+
+// TestDemoLinkDown: the pretend netlink watch calls CheckNow, so readiness
+// follows the link within the command's one-second wait, long before the
+// check's next 5 s tick.
+func TestDemoLinkDown(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s")
+	d.eventuallyAnswers(t, 200, "ok\n")
+	d.send(t, "link-down")
+	assert.Equal(t, `status: not ready: data plane lost: interface "lo" is down`, d.nextMatching(t, "status:"))
+	status, body := d.probe(t, "/readyz")
+	assert.Equal(t, 503, status)
+	assert.Equal(t, "not ready: data plane lost\n", body)
+	d.send(t, "link-up")
+	assert.Equal(t, "status: ready", d.nextMatching(t, "status:"))
+	d.stop(t)
 }
 
 func TestFormatStatus(t *testing.T) {
@@ -230,16 +278,23 @@ func TestFormatStatus(t *testing.T) {
 		{"fresh", health.Status{Unmet: []error{health.ErrRegistrationPending, health.ErrDataPlanePending}}, "" +
 			"  unmet:  registration pending, data plane not configured\n" +
 			"  check:  not set; 0 runs, 0 failed, 0 panicked, 0 stalled\n" +
+			"  loops:  none\n" +
 			"  conns:  0 held of 0; 0 accepted, 0 evicted\n" +
 			"  probes: 0 healthz ok, 0 readyz ok, 0 readyz not ready, 0 other"},
 		{"busy", health.Status{
-			Unmet:  []error{health.ErrDeliveryDegraded, health.ErrSubsystemStopped},
-			Check:  health.CheckStatus{Installed: true, Runs: 12, Failures: 3, Panics: 1, Stalls: 2, LastDuration: 1500*time.Microsecond + 42, LastReturned: returned},
+			Unmet: []error{health.ErrDeliveryDegraded, health.ErrSubsystemStopped},
+			Check: health.CheckStatus{Installed: true, Runs: 12, Failures: 3, Panics: 1, Stalls: 2, LastDuration: 1500*time.Microsecond + 42, LastReturned: returned},
+			Watchdogs: []health.WatchdogStatus{
+				{Name: "reconcile", Timeout: 5 * time.Second, Beats: 40, LastBeat: returned, Timeouts: 2},
+				{Name: "watch \"pods\"", Timeout: time.Minute, Overdue: true, Timeouts: 1},
+			},
 			Conns:  health.ConnStatus{Held: 3, Limit: 256, Accepted: 900, Evicted: 40, Pressure: true},
 			Probes: health.ProbeCounts{Liveness: 10, ReadyOK: 7, ReadyNotReady: 3, Other: 2},
 		}, "" +
 			"  unmet:  event delivery degraded, subsystem stopped\n" +
 			"  check:  set; 12 runs, 3 failed, 1 panicked, 2 stalled; the last took 1.5ms and returned at 12:03:04\n" +
+			"  loops:  \"reconcile\" met; timeout 5s; 40 beats, the last at 12:03:04; 2 timeouts\n" +
+			"          \"watch \\\"pods\\\"\" overdue; timeout 1m0s; 0 beats; 1 timeouts\n" +
 			"  conns:  3 held of 256; 900 accepted, 40 evicted; under pressure: it evicted in the last 10 s\n" +
 			"  probes: 10 healthz ok, 7 readyz ok, 3 readyz not ready, 2 other"},
 	}
@@ -268,7 +323,7 @@ func TestDemoAddressInUse(t *testing.T) {
 }
 
 func TestDemoBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-log-level", "loud"}, {"-listen", "nowhere"}, {"-register-after", "soon"}} {
+	for _, args := range [][]string{{"-log-level", "loud"}, {"-listen", "nowhere"}, {"-register-after", "soon"}, {"-loop-timeout", "0s"}} {
 		var stderr bytes.Buffer
 		code := run(context.Background(), args, strings.NewReader(""), io.Discard, &stderr)
 		assert.Equal(t, 2, code, "%v", args)

@@ -1,0 +1,299 @@
+package health
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// A Watchdog watches one of the agent's loops for readiness: the loop calls
+// Beat on every turn, and a loop that stops beating for longer than its
+// timeout, because it hangs on a watch that never returns or a lock that is
+// never released, takes the node out of service (readiness row 9, "subsystem
+// unresponsive") until it beats again. Liveness stays 200: a hung loop is a
+// reason to stop sending work to the node, not to restart the agent, whose
+// restart tears the data plane down.
+//
+// Create one with [Server.Watch]. Its methods are safe for concurrent use.
+type Watchdog struct {
+	s       *Server
+	name    string
+	timeout time.Duration
+
+	// last is the monotonic time of the last Beat, in nanoseconds since
+	// s.epoch; before the first Beat, the time of Watch, so that the
+	// first deadline counts from there. It only moves forward.
+	last  atomic.Int64
+	beats atomic.Uint64
+	// met tells Beat that it needs no lock: it is true only while the
+	// published verdict counts the watchdog met. It is set after that
+	// verdict is stored and cleared before an unmet one is, always under
+	// s.mu, so that a Beat that finds it true may return at once, and a
+	// Beat that finds it false takes the lock and finds the truth.
+	met atomic.Bool
+
+	// Guarded by s.mu.
+	overdue  bool   // unmet: no Beat yet, or none within the timeout
+	late     bool   // a deadline passed and was reported; no Beat since
+	timeouts uint64 // deadlines passed
+	stopped  bool
+}
+
+// WatchdogStatus describes a watchdog (Server.Watch) for Status.
+type WatchdogStatus struct {
+	Name    string
+	Timeout time.Duration
+	// Beats counts the Beats since Watch: a count that stops growing
+	// shows a hung loop before its timeout does.
+	Beats uint64
+	// LastBeat is when the watchdog last beat; zero before the first. It
+	// carries a monotonic clock reading, so time.Since(LastBeat) is exact
+	// even if the wall clock has been stepped since.
+	LastBeat time.Time
+	// Overdue is whether it is unmet now: no Beat yet, or none within
+	// Timeout.
+	Overdue bool
+	// Timeouts counts the times it ran past its timeout; its first
+	// deadline counts from Watch. A count that grows while Overdue is
+	// false is a loop that hangs for a while and comes back.
+	Timeouts uint64
+}
+
+// watchState is the Server's watchdogs and the one timer that watches
+// their deadlines. It is guarded by Server.mu.
+type watchState struct {
+	list []*Watchdog // watched (not stopped), in Watch order
+	// timer fires at the earliest deadline of the watchdogs not yet
+	// late; it is nil when none needs watching, so that nothing of the
+	// watchdogs is left once the last one is stopped. A firing whose
+	// generation is not gen's was stopped or replaced after it fired,
+	// and does nothing.
+	timer   *time.Timer
+	timerAt time.Duration // the deadline timer is armed for, since epoch
+	gen     uint64
+}
+
+// Watch returns a watchdog for one of the agent's loops, named name in the
+// log, in Ready's error and in Status, never in a probe's body. Until its
+// first Beat the node is not ready: readiness needs evidence, and a loop
+// that has not turned has shown none. After a Beat it is met until
+// timeout passes without another; then readiness reports "subsystem
+// unresponsive" within a second of that deadline, never before it. So
+// Watch each loop before it starts, at bring-up, and choose a timeout well
+// above the longest turn the loop can take when it is healthy.
+//
+// A loop that waits for events must beat on an idle tick too (a time.Ticker
+// of a fraction of timeout in its select), or a quiet hour would look like
+// a hang. Deadlines are watched by one timer per Server, armed at the
+// earliest deadline, never by probes.
+//
+// Any number of watchdogs may be watched, under any names, repeated ones
+// too. A non-positive timeout panics, naming the watchdog, as
+// time.NewTicker does: it is a programming error, not input.
+func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
+	if timeout <= 0 {
+		panic(fmt.Sprintf("health: Watch %q: timeout %v is not positive", name, timeout))
+	}
+	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: true}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.last.Store(int64(s.sinceEpoch()))
+	s.watch.list = append(s.watch.list, w)
+	s.watchDeadlines()
+	s.update()
+	return w
+}
+
+// Beat tells readiness that the loop has turned. On a watchdog that is met,
+// it takes no lock and allocates nothing, so a loop can call it on every
+// turn. On one that is overdue, readiness recovers before Beat returns.
+// After Stop it does nothing.
+func (w *Watchdog) Beat() {
+	now := int64(w.s.sinceEpoch())
+	// Only forward: a Beat that read the clock before another one's
+	// store must not move the deadline back.
+	for {
+		last := w.last.Load()
+		if now <= last || w.last.CompareAndSwap(last, now) {
+			break
+		}
+	}
+	w.beats.Add(1)
+	// The store of last above comes before this load, and the deadline
+	// timer clears met before it reads last (deadlinesPassed): so either
+	// this Beat sees met cleared and recovers under the lock, or the
+	// timer sees the new last and keeps the watchdog met. Go's atomics
+	// are sequentially consistent, so neither can miss the other.
+	if !w.met.Load() {
+		w.s.beatOverdue(w)
+	}
+}
+
+// beatOverdue makes an overdue watchdog met again after a Beat, and
+// publishes the verdict before Beat returns.
+func (s *Server) beatOverdue(w *Watchdog) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.stopped || !w.overdue {
+		return // stopped, or another Beat got here first and published
+	}
+	w.overdue = false
+	if w.late {
+		w.late = false
+		s.logger.Info("health: subsystem responsive again", "subsystem", w.name)
+	}
+	s.watchDeadlines()
+	s.update()
+	w.met.Store(true)
+}
+
+// Stop stops watching: the watchdog no longer counts for readiness nor
+// shows in Status, and a later Beat does nothing. Call it when the loop
+// ends on purpose; a loop that ends by accident is SetSubsystemStopped's to
+// report. Stop twice is fine. Once every watchdog is stopped, nothing of
+// them is left running.
+func (w *Watchdog) Stop() {
+	s := w.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	w.stopped = true
+	for i, x := range s.watch.list {
+		if x == w {
+			s.watch.list = append(s.watch.list[:i:i], s.watch.list[i+1:]...)
+			break
+		}
+	}
+	s.watchDeadlines()
+	s.update()
+	w.met.Store(true) // it counts for nothing now: a later Beat need not lock
+}
+
+// sinceEpoch reads the monotonic clock. It does not allocate.
+func (s *Server) sinceEpoch() time.Duration { return time.Since(s.epoch) }
+
+// watchDeadlines arms the timer at the earliest deadline of the watchdogs
+// that are not late, or stops it when there is none. A timer armed earlier
+// than that deadline is left alone: it finds that Beats moved the deadline
+// on and arms itself again, so the timer wakes once per timeout of a
+// beating loop, however often it beats. s.mu must be held.
+func (s *Server) watchDeadlines() {
+	var next time.Duration
+	found := false
+	for _, w := range s.watch.list {
+		if d := w.deadline(); !w.late && (!found || d < next) {
+			next, found = d, true
+		}
+	}
+	if found && s.watch.timer != nil && s.watch.timerAt <= next {
+		return
+	}
+	if s.watch.timer != nil {
+		s.watch.timer.Stop()
+		s.watch.timer = nil
+		s.watch.gen++
+	}
+	if !found {
+		return
+	}
+	s.watch.gen++
+	gen := s.watch.gen
+	s.watch.timerAt = next
+	s.watch.timer = time.AfterFunc(next-s.sinceEpoch(), func() { s.deadlinesPassed(gen) })
+}
+
+// deadlinesPassed is the timer's callback: it marks late every watchdog
+// whose deadline has passed, logs each once, and arms the timer at the
+// next deadline.
+func (s *Server) deadlinesPassed(gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen != s.watch.gen {
+		return // stopped or replaced after it fired
+	}
+	s.watch.timer = nil
+	now := s.sinceEpoch()
+	changed := false
+	for _, w := range s.watch.list {
+		if w.late {
+			continue
+		}
+		// met is cleared before last is read, as a Beat stores last
+		// before it reads met: either this read sees the Beat's
+		// store, and the watchdog stays met, or the Beat sees met
+		// cleared and waits for the lock to restore it.
+		wasMet := w.met.Swap(false)
+		if now < w.deadline() {
+			w.met.Store(wasMet)
+			continue
+		}
+		w.overdue = true
+		w.late = true
+		w.timeouts++
+		changed = true
+		s.logger.Error("health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
+	}
+	s.watchDeadlines()
+	if changed {
+		s.update()
+	}
+}
+
+// deadline is the last Beat plus the timeout, since epoch. A timeout too
+// long to add (math.MaxInt64, for "never") saturates rather than wrapping
+// to a deadline in the past.
+func (w *Watchdog) deadline() time.Duration {
+	last := time.Duration(w.last.Load())
+	if w.timeout > math.MaxInt64-last {
+		return math.MaxInt64
+	}
+	return last + w.timeout
+}
+
+// unresponsive reports whether a watchdog is overdue. s.mu must be held.
+func (s *Server) unresponsive() bool {
+	for _, w := range s.watch.list {
+		if w.overdue {
+			return true
+		}
+	}
+	return false
+}
+
+// unresponsiveDetail is Ready's error for row 9: every overdue watchdog,
+// quoted, with its timeout. s.mu must be held.
+func (s *Server) unresponsiveDetail() error {
+	var names []string
+	for _, w := range s.watch.list {
+		switch {
+		case !w.overdue:
+		case w.beats.Load() == 0:
+			names = append(names, fmt.Sprintf("%q (no beat yet, timeout %v)", w.name, w.timeout))
+		default:
+			names = append(names, fmt.Sprintf("%q (no beat within %v)", w.name, w.timeout))
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrSubsystemUnresponsive, strings.Join(names, ", "))
+}
+
+// watchdogStatus returns the Status of every watched watchdog, in Watch
+// order. s.mu must be held.
+func (s *Server) watchdogStatus() []WatchdogStatus {
+	if len(s.watch.list) == 0 {
+		return nil
+	}
+	st := make([]WatchdogStatus, len(s.watch.list))
+	for i, w := range s.watch.list {
+		// beats before last: a Beat stores last before it counts, so
+		// a count above zero has its time stored.
+		st[i] = WatchdogStatus{Name: w.name, Timeout: w.timeout, Beats: w.beats.Load(), Overdue: w.overdue, Timeouts: w.timeouts}
+		if st[i].Beats > 0 {
+			st[i].LastBeat = s.epoch.Add(time.Duration(w.last.Load()))
+		}
+	}
+	return st
+}

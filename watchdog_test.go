@@ -1,0 +1,482 @@
+package health
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// newReadyServer is a server with every latch set: ready until a watchdog
+// says otherwise.
+func newReadyServer(t *testing.T) (*Server, *logBuffer) {
+	t.Helper()
+	s, logs := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	require.NoError(t, s.Ready())
+	return s, logs
+}
+
+// waitClosed waits for ch, Changed's channel, and returns when it saw it
+// closed.
+func waitClosed(t *testing.T, ch <-chan struct{}, within time.Duration, what string) time.Time {
+	t.Helper()
+	select {
+	case <-ch:
+		return time.Now()
+	case <-time.After(within):
+		t.Fatalf("no change within %v: %s", within, what)
+		return time.Time{}
+	}
+}
+
+// timerArmed reports whether the deadline timer is armed.
+func timerArmed(s *Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watch.timer != nil
+}
+
+func TestWatchPanicsOnNonPositiveTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timeout time.Duration
+		panic   string
+	}{
+		{0, `health: Watch "route \"sync\"": timeout 0s is not positive`},
+		{-time.Second, `health: Watch "route \"sync\"": timeout -1s is not positive`},
+	} {
+		s, _ := newReadyServer(t)
+		assert.PanicsWithValue(t, tc.panic, func() { s.Watch(`route "sync"`, tc.timeout) })
+		assert.NoError(t, s.Ready(), "nothing is watched")
+		assert.Empty(t, s.Status().Watchdogs)
+		assert.False(t, timerArmed(s))
+	}
+}
+
+// TestWatchdogFirstBeat is the first-beat rule: a loop that has not turned
+// has shown nothing, so the node is not ready until it does.
+func TestWatchdogFirstBeat(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, logs := newReadyServer(t)
+	w := s.Watch("netlink "+plantedSubsystem, time.Hour)
+	defer w.Stop()
+
+	assert.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Equal(t, `subsystem unresponsive: "netlink PLANTED-subsystem-7f3a node-a" (no beat yet, timeout 1h0m0s)`, s.Ready().Error())
+	rec := serve(s.Handler(), http.MethodGet, "/readyz")
+	assert.Equal(t, 503, rec.Code)
+	assert.Equal(t, "not ready: subsystem unresponsive\n", rec.Body.String())
+	assert.Equal(t, "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[-]subsystems failed: subsystem unresponsive\nreadyz check failed\n",
+		serve(s.Handler(), http.MethodGet, "/readyz?verbose").Body.String())
+	assert.Equal(t, "ok\n", serve(s.Handler(), http.MethodGet, "/healthz").Body.String(), "liveness stays 200")
+
+	w.Beat()
+	assert.NoError(t, s.Ready(), "ready when the first Beat returns")
+	assert.Equal(t, "ok\n", serve(s.Handler(), http.MethodGet, "/readyz").Body.String())
+	assert.Equal(t, []string{
+		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+	}, readinessChanges(logs))
+	assert.Zero(t, logs.count(`msg="health: subsystem unresponsive"`), "no deadline has passed")
+	assert.Zero(t, logs.count("responsive again"), "a first Beat is not a recovery")
+}
+
+// TestWatchdogDeadline is the time bound on both sides: row 9 never before
+// the last Beat plus the timeout, and at most 1 s after it.
+func TestWatchdogDeadline(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const timeout = 250 * time.Millisecond
+	s, logs := newReadyServer(t)
+	w := s.Watch("reconcile", timeout)
+	defer w.Stop()
+
+	before := time.Now()
+	w.Beat()
+	after := time.Now()
+	ch := s.Changed()
+	require.NoError(t, s.Ready())
+	// The Beat read the clock after before: its deadline is no earlier
+	// than before+timeout, so every answer read before that is ready.
+	samples := 0
+	for {
+		err := s.Ready()
+		read := time.Now()
+		if read.Sub(before) >= timeout {
+			break
+		}
+		require.NoError(t, err, "unmet %v after the Beat, before its deadline", read.Sub(before))
+		samples++
+		time.Sleep(time.Millisecond) // the sampling rate, not a wait for anything
+	}
+	assert.Greater(t, samples, 10)
+	detected := waitClosed(t, ch, timeout+5*time.Second, "the deadline")
+	assert.LessOrEqual(t, detected.Sub(after), timeout+time.Second, "at most 1 s after the deadline")
+	assert.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Equal(t, `subsystem unresponsive: "reconcile" (no beat within 250ms)`, s.Ready().Error())
+	assert.Equal(t, "not ready: subsystem unresponsive\n", serve(s.Handler(), http.MethodGet, "/readyz").Body.String())
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=250ms`))
+	assert.False(t, timerArmed(s), "a late watchdog needs no timer: a Beat brings it back")
+}
+
+// TestWatchdogFirstDeadline: the first deadline counts from Watch, and
+// passing it is logged and counted like any other, though the watchdog
+// was unmet from the start.
+func TestWatchdogFirstDeadline(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const timeout = 250 * time.Millisecond
+	s, logs := newReadyServer(t)
+	before := time.Now()
+	w := s.Watch("watch", timeout)
+	after := time.Now()
+	defer w.Stop()
+
+	var passed time.Time
+	for passed.IsZero() {
+		st := s.Status().Watchdogs[0]
+		read := time.Now()
+		require.True(t, st.Overdue)
+		switch {
+		case st.Timeouts == 1:
+			passed = read
+		case read.Sub(before) < timeout:
+			require.Zero(t, logs.count("health: subsystem unresponsive"), "logged before the first deadline")
+		case read.Sub(after) > timeout+5*time.Second:
+			t.Fatal("the first deadline never passed")
+		}
+		time.Sleep(time.Millisecond) // the sampling rate
+	}
+	assert.LessOrEqual(t, passed.Sub(after), timeout+time.Second)
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=watch timeout=250ms`))
+	assert.Equal(t, `subsystem unresponsive: "watch" (no beat yet, timeout 250ms)`, s.Ready().Error())
+
+	w.Beat()
+	assert.NoError(t, s.Ready())
+	assert.Equal(t, 1, logs.count(`level=INFO msg="health: subsystem responsive again" subsystem=watch`))
+}
+
+// TestWatchdogBeatsMoveTheDeadline: a loop that beats well within its
+// timeout stays met, and the timer wakes about once per timeout, not per
+// Beat nor every few milliseconds.
+func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const timeout = 150 * time.Millisecond
+	s, logs := newReadyServer(t)
+	w := s.Watch("reconcile", timeout)
+	defer w.Stop()
+	w.Beat()
+	s.mu.Lock()
+	gen := s.watch.gen
+	s.mu.Unlock()
+	start := time.Now()
+	for time.Since(start) < 5*timeout {
+		w.Beat()
+		require.NoError(t, s.Ready(), "a beating loop is met")
+		time.Sleep(timeout / 10) // the loop's turn
+	}
+	elapsed := time.Since(start)
+	s.mu.Lock()
+	arms := s.watch.gen - gen
+	s.mu.Unlock()
+	assert.LessOrEqual(t, arms, uint64(2*elapsed/timeout+2), "the timer rearms about once per timeout")
+	assert.Zero(t, logs.count("health: subsystem"))
+}
+
+// TestWatchdogRecovers: a Beat on an overdue watchdog restores readiness
+// before it returns; each deadline passed is logged once, each recovery
+// once, and nothing is logged per Beat.
+func TestWatchdogRecovers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const timeout = 50 * time.Millisecond
+	s, logs := newReadyServer(t)
+	w := s.Watch("reconcile", timeout)
+	defer w.Stop()
+
+	for round := 1; round <= 2; round++ {
+		w.Beat()
+		require.NoError(t, s.Ready())
+		ch := s.Changed()
+		waitClosed(t, ch, 5*time.Second, "the deadline")
+		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+		assert.False(t, timerArmed(s), "nothing left to fire: the line cannot repeat")
+
+		w.Beat()
+		assert.NoError(t, s.Ready(), "recovered when Beat returns")
+		for i := 0; i < 100; i++ {
+			w.Beat()
+		}
+		assert.Equal(t, round, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms`))
+		assert.Equal(t, round, logs.count(`level=INFO msg="health: subsystem responsive again" subsystem=reconcile`))
+		assert.Equal(t, uint64(round), s.Status().Watchdogs[0].Timeouts)
+	}
+}
+
+func TestWatchdogStop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, logs := newReadyServer(t)
+	a := s.Watch("a", time.Hour)
+	b := s.Watch("b", time.Hour)
+	require.True(t, timerArmed(s))
+	b.Beat()
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "a has not beaten")
+
+	ch := s.Changed()
+	a.Stop()
+	waitClosed(t, ch, time.Second, "stopping the overdue one")
+	assert.NoError(t, s.Ready(), "a stopped watchdog no longer counts")
+	assert.True(t, timerArmed(s), "b is still watched")
+	require.Len(t, s.Status().Watchdogs, 1)
+	assert.Equal(t, "b", s.Status().Watchdogs[0].Name)
+
+	b.Stop()
+	b.Stop()
+	a.Stop()
+	assert.False(t, timerArmed(s), "the last Stop stops the timer")
+	assert.Empty(t, s.Status().Watchdogs)
+	s.mu.Lock()
+	assert.Empty(t, s.watch.list)
+	s.mu.Unlock()
+
+	logged := logs.String()
+	s.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Beat() // stopped before its first Beat
+		b.Beat()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("a Beat after Stop waited for the lock")
+	}
+	s.mu.Unlock()
+	<-done
+	assert.NoError(t, s.Ready(), "a Beat after Stop does nothing")
+	assert.Empty(t, s.Status().Watchdogs)
+	assert.False(t, timerArmed(s))
+	assert.Equal(t, logged, logs.String())
+	goleak.VerifyNone(t)
+
+	c := s.Watch("c", time.Hour)
+	assert.True(t, timerArmed(s), "a new watchdog arms the timer again")
+	c.Stop()
+	assert.False(t, timerArmed(s))
+}
+
+// TestWatchdogStopRacesTheTimer stops watchdogs whose deadlines are
+// passing: whatever the order, nothing is left armed and nothing runs.
+func TestWatchdogStopRacesTheTimer(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := newReadyServer(t)
+	for i := 0; i < 200; i++ {
+		w := s.Watch("short", time.Duration(rand.IntN(100))*time.Microsecond+time.Nanosecond)
+		w.Beat()
+		if i%2 == 0 {
+			time.Sleep(time.Duration(rand.IntN(100)) * time.Microsecond) // let some deadlines pass
+		}
+		w.Stop()
+		require.False(t, timerArmed(s))
+	}
+	assert.NoError(t, s.Ready())
+}
+
+// TestWatchdogLongTimeout: a timeout too long to add to the clock ("never")
+// is no deadline in the past.
+func TestWatchdogLongTimeout(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, logs := newReadyServer(t)
+	w := s.Watch("patient", math.MaxInt64)
+	defer w.Stop()
+	w.Beat()
+	ch := s.Changed()
+	require.NoError(t, s.Ready())
+	s.mu.Lock()
+	assert.Equal(t, time.Duration(math.MaxInt64), s.watch.timerAt)
+	gen := s.watch.gen
+	s.mu.Unlock()
+	s.deadlinesPassed(gen) // as if the timer fired now
+	assert.NoError(t, s.Ready())
+	assert.False(t, isClosed(ch))
+	assert.Zero(t, logs.count(`msg="health: subsystem unresponsive"`))
+}
+
+func TestWatchdogStatus(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const timeout = 50 * time.Millisecond
+	s, _ := newReadyServer(t)
+	first := s.Watch("loop", time.Hour)
+	second := s.Watch("loop", timeout) // names may repeat
+	third := s.Watch("netlink", time.Minute)
+	defer first.Stop()
+	defer second.Stop()
+	defer third.Stop()
+
+	assert.Equal(t, []WatchdogStatus{
+		{Name: "loop", Timeout: time.Hour, Overdue: true},
+		{Name: "loop", Timeout: timeout, Overdue: true},
+		{Name: "netlink", Timeout: time.Minute, Overdue: true},
+	}, s.Status().Watchdogs, "in Watch order, unmet before the first Beat")
+	assert.Equal(t, `subsystem unresponsive: "loop" (no beat yet, timeout 1h0m0s), "loop" (no beat yet, timeout 50ms), "netlink" (no beat yet, timeout 1m0s)`, s.Ready().Error())
+
+	before := time.Now()
+	first.Beat()
+	first.Beat()
+	third.Beat()
+	after := time.Now()
+	second.Beat()
+	ch := s.Changed()
+	waitClosed(t, ch, 5*time.Second, "the second's deadline")
+	st := s.Status().Watchdogs
+	require.Len(t, st, 3)
+	for i, want := range []struct {
+		beats    uint64
+		overdue  bool
+		timeouts uint64
+	}{{2, false, 0}, {1, true, 1}, {1, false, 0}} {
+		assert.Equal(t, want.beats, st[i].Beats, i)
+		assert.Equal(t, want.overdue, st[i].Overdue, i)
+		assert.Equal(t, want.timeouts, st[i].Timeouts, i)
+	}
+	assert.False(t, st[0].LastBeat.Before(before) || st[0].LastBeat.After(after), "LastBeat %v outside [%v, %v]", st[0].LastBeat, before, after)
+	assert.True(t, st[1].LastBeat.After(after))
+	assert.Equal(t, []error{ErrSubsystemUnresponsive}, s.Status().Unmet)
+	assert.Equal(t, `subsystem unresponsive: "loop" (no beat within 50ms)`, s.Ready().Error())
+
+	second.Stop()
+	assert.Equal(t, []string{"loop", "netlink"}, []string{s.Status().Watchdogs[0].Name, s.Status().Watchdogs[1].Name})
+	assert.Empty(t, s.Status().Unmet)
+}
+
+// TestBeatTakesNoLockAndAllocatesNothing: a Beat on a met watchdog
+// completes while another goroutine holds the Server's lock, and
+// allocates nothing.
+func TestBeatTakesNoLockAndAllocatesNothing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := newReadyServer(t)
+	w := s.Watch("reconcile", time.Hour)
+	defer w.Stop()
+	w.Beat()
+	assert.Zero(t, testing.AllocsPerRun(1000, w.Beat))
+	assert.NoError(t, s.Ready())
+
+	s.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 1000; i++ {
+			w.Beat()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("Beat waited for the lock")
+	}
+	s.mu.Unlock()
+	<-done
+}
+
+// TestBeatRacesTheDeadline beats with gaps around the timeout from two
+// goroutines while the timer marks deadlines. Right after a Beat, and for
+// as long as no full timeout has passed since the latest Beat returned,
+// the watchdog is met: never stuck unmet after a Beat. Once the Beats
+// stop it goes unmet: never stuck met after a deadline.
+func TestBeatRacesTheDeadline(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const timeout = 3 * time.Millisecond
+	s, _ := newReadyServer(t)
+	w := s.Watch("racy", timeout)
+	defer w.Stop()
+	origin := time.Now()
+	var latest atomic.Int64 // the largest clock reading taken before a Beat that has returned
+	var beating sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		beating.Add(1)
+		go func() {
+			defer beating.Done()
+			for time.Since(origin) < 300*time.Millisecond {
+				before := time.Since(origin)
+				w.Beat()
+				if err := s.Ready(); err != nil && time.Since(origin)-before < timeout {
+					t.Errorf("unmet %v after a Beat: %v", time.Since(origin)-before, err)
+					return
+				}
+				for l := latest.Load(); int64(before) > l && !latest.CompareAndSwap(l, int64(before)); l = latest.Load() {
+				}
+				time.Sleep(time.Duration(rand.Int64N(int64(2 * timeout))))
+			}
+		}()
+	}
+	stopped := make(chan struct{})
+	observed := make(chan int)
+	go func() {
+		n := 0
+		defer func() { observed <- n }()
+		for {
+			select {
+			case <-stopped:
+				return
+			default:
+			}
+			since := time.Duration(latest.Load())
+			err := s.Ready()
+			if age := time.Since(origin) - since; since > 0 && err != nil && age < timeout {
+				t.Errorf("unmet %v after the latest Beat returned: %v", age, err)
+				return
+			}
+			n++
+		}
+	}()
+	beating.Wait()
+	close(stopped)
+	assert.Greater(t, <-observed, 100, "the observer sampled")
+	eventually(t, func() bool { return errors.Is(s.Ready(), ErrSubsystemUnresponsive) }, "unmet once the Beats stop")
+	st := s.Status().Watchdogs[0]
+	assert.True(t, st.Overdue)
+	assert.Positive(t, st.Timeouts)
+	assert.False(t, timerArmed(s))
+	w.Beat()
+	assert.NoError(t, s.Ready())
+}
+
+// BenchmarkWatchdogBeat is the cost of a Beat on a met watchdog, next to
+// its floor: the clock read it cannot do without.
+func BenchmarkWatchdogBeat(b *testing.B) {
+	s := NewServer(Config{}, discardLogger())
+	w := s.Watch("loop", time.Hour)
+	defer w.Stop()
+	w.Beat()
+	b.Run("floor_clock", func(b *testing.B) {
+		b.ReportAllocs()
+		var d time.Duration
+		for i := 0; i < b.N; i++ {
+			d += time.Since(s.epoch)
+		}
+		_ = d
+	})
+	b.Run("beat", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			w.Beat()
+		}
+	})
+	b.Run("beat_parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				w.Beat()
+			}
+		})
+	})
+}
