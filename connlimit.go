@@ -84,6 +84,9 @@ type connLimiter struct {
 	// goroutine, in a loop; a caller that called Accept concurrently
 	// would need one each.
 	peek []byte
+	// short answers plain probes at accept; nil (a test's limiter)
+	// answers none.
+	short *shortPath
 
 	mu             sync.Mutex
 	released       sync.Cond    // a held connection was released, or shutdown began
@@ -122,7 +125,10 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 
 // Accept makes room for one more connection, then accepts it. It waits only
 // while every slot is held by connections being answered or closed, which
-// end in microseconds.
+// end in microseconds. A connection whose request is already a complete
+// plain probe is answered and closed here, without a slot (shortPath), and
+// one whose header is already too large is refused here: neither reaches
+// net/http.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
 		if err := l.makeRoom(); err != nil {
@@ -130,10 +136,12 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		}
 		nc, err := l.Listener.Accept()
 		if err == nil {
-			switch p := peekRequest(nc, l.peek); p {
-			case peekedOversized:
+			switch p, n := peekRequest(nc, l.peek); {
+			case p == peekedOversized:
 				refuse(nc)
 				l.counters.accepted.Add(1)
+			case p == peekedComplete && l.short != nil && l.short.answer(nc, l.peek, n):
+				l.counters.accepted.Add(1) // answered and closed
 			default:
 				return l.admit(nc, p == peekedComplete), nil
 			}

@@ -8,36 +8,38 @@ import (
 )
 
 // peekRequest looks at what has already arrived on c, without consuming it
-// or waiting, for the end of a request header. buf, maxRequestBytes long,
-// bounds how much is looked at. A connection accepted with its request
+// or waiting, for the end of a request header, and returns what it found
+// and how many bytes it looked at, from the start of buf. buf,
+// maxRequestBytes long, bounds how much is looked at. A connection accepted with its request
 // complete is protected from eviction before its goroutine has even run,
 // which on a busy machine can come after many newer connections have been
 // accepted; one whose first maxRequestBytes hold no end of header, or
 // more than maxHeaderLines, is refused before net/http spends a goroutine
 // and its buffers on it.
-func peekRequest(c net.Conn, buf []byte) peeked {
+func peekRequest(c net.Conn, buf []byte) (peeked, int) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return peekedIncomplete
+		return peekedIncomplete, 0
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return peekedIncomplete
+		return peekedIncomplete, 0
 	}
 	n := 0
 	_ = rc.Read(func(fd uintptr) bool {
 		n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK)
 		return true // never wait: the socket is non-blocking, and an empty queue is the answer
 	})
+	n = max(n, 0)
 	var header headerScanner
-	header.scan(buf[:max(n, 0)])
+	header.scan(buf[:n])
 	switch {
 	case header.lines > maxHeaderLines:
-		return peekedOversized
+		return peekedOversized, n
 	case header.done:
-		return peekedComplete
+		return peekedComplete, n
 	case n == len(buf):
-		return peekedOversized
+		return peekedOversized, n
 	}
-	return peekedIncomplete
+	return peekedIncomplete, n
 }

@@ -109,6 +109,15 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // connection closed at once. On Linux, Serve has the kernel hold a
 // connection until its first bytes arrive, which needs ln to be a TCP
 // socket, as Listen's is.
+//
+// On Unix, a plain probe (GET or HEAD of exactly /healthz or /readyz, with
+// nothing unusual in its header) whose request has arrived whole when its
+// connection is accepted is answered there and then, with the very bytes
+// net/http would write and counted alike, without a goroutine or buffers
+// of its own: a local client that fills the kernel's accept queue with
+// complete requests then delays the kubelet's probe by microseconds per
+// request, not by the cost of a net/http connection. Every other request
+// is served by net/http.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
@@ -119,12 +128,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return s.serve(contextOrBackground(ctx), ln, connLimit(softDescriptorLimit()))
 }
 
-// serve is Serve with the connection bound given, so that tests can use a
-// small one.
-func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
-	addr := ln.Addr().String()
-	limiter := newConnLimiter(ln, limit, &s.conns, s.logger)
-	defer s.conns.limit.Add(-int64(limit))
+// httpServer returns the http.Server that serves s's probes behind the
+// limiter, whose ConnState hook is connState.
+func (s *Server) httpServer(connState func(net.Conn, http.ConnState)) *http.Server {
 	srv := &http.Server{
 		Handler:           closeAfterBody{handler: s.Handler()},
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -136,14 +142,24 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
 		// the package's headers, and reads up to 4 KiB of body before
 		// it answers, holding a connection that cannot be evicted.
 		DisableGeneralOptionsHandler: true,
-		ConnState:                    limiter.trackState,
+		ConnState:                    connState,
 		ErrorLog:                     slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
 	}
 	// A probe is one request on one connection; keep-alive would only let
 	// a client hold a slot between requests.
 	srv.SetKeepAlivesEnabled(false)
 	limitHeaderValues(srv)
+	return srv
+}
 
+// serve is Serve with the connection bound given, so that tests can use a
+// small one.
+func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
+	addr := ln.Addr().String()
+	limiter := newConnLimiter(ln, limit, &s.conns, s.logger)
+	limiter.short = newShortPath(s)
+	defer s.conns.limit.Add(-int64(limit))
+	srv := s.httpServer(limiter.trackState)
 	s.logger.Info("health: serving probes", "addr", addr, "max_conns", limit)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(limiter) }()

@@ -1,0 +1,95 @@
+//go:build unix
+
+package health
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestShortPathTakesOnlyPlainProbes drives the limiter without net/http,
+// so that whatever answers a client here is the short path: every plain
+// probe is answered and closed inside Accept, which goes on to the next
+// connection, and every other request's connection is returned by Accept,
+// untouched, for net/http.
+func TestShortPathTakesOnlyPlainProbes(t *testing.T) {
+	s, _ := newTestServer(t)
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	ln, err := s.Listen()
+	require.NoError(t, err)
+	l := newConnLimiter(ln, maxConns, &s.conns, discardLogger())
+	l.short = newShortPath(s)
+	accepted := make(chan net.Conn)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- nc
+		}
+	}()
+	defer func() {
+		_ = l.Close()
+		<-done
+	}()
+
+	send := func(raw string) net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		_, err = io.WriteString(c, raw)
+		require.NoError(t, err)
+		return c
+	}
+	plain := plainProbeRequests()
+	for _, raw := range plain {
+		c := send(raw)
+		answered := make(chan string, 1)
+		go func() {
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			b, _ := io.ReadAll(c)
+			answered <- string(b)
+		}()
+		select {
+		case answer := <-answered:
+			assert.Regexp(t, `^HTTP/1\.[01] 200 OK\r\n`, answer, "%q", raw)
+		case nc := <-accepted:
+			t.Errorf("%q reached net/http", raw)
+			_ = nc.Close()
+			<-answered
+		}
+		_ = c.Close()
+	}
+	for _, tc := range notPlainProbes {
+		c := send(tc.raw)
+		select {
+		case nc := <-accepted:
+			assert.Equal(t, c.LocalAddr().String(), nc.RemoteAddr().String(), "%s: %q", tc.name, tc.raw)
+			l.trackState(nc, http.StateClosed) // as net/http's goroutine would
+			_ = nc.Close()
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: %q never reached net/http", tc.name, tc.raw)
+		}
+		_ = c.Close()
+	}
+
+	st := s.Status()
+	assert.Equal(t, uint64(len(plain)+len(notPlainProbes)), st.Conns.Accepted)
+	var healthz int
+	for _, raw := range plain {
+		if strings.Contains(raw, " /healthz") {
+			healthz++
+		}
+	}
+	assert.Equal(t, ProbeCounts{Liveness: uint64(healthz), ReadyOK: uint64(len(plain) - healthz)}, st.Probes)
+}
