@@ -84,6 +84,9 @@ type connLimiter struct {
 	// goroutine, in a loop; a caller that called Accept concurrently
 	// would need one each.
 	peek []byte
+	// quarantine holds, under pressure, connections that arrive empty,
+	// until they speak.
+	quarantine *quarantine
 
 	mu             sync.Mutex
 	released       sync.Cond    // a held connection was released, or shutdown began
@@ -106,6 +109,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 		peek:     make([]byte, maxRequestBytes),
 	}
 	l.released.L = &l.mu
+	l.quarantine = newQuarantine(ln, limit, counters, logger)
 	counters.limit.Add(int64(limit)) // until Serve returns: see serve
 	// A listener that is not a socket (a test's, say) has nothing to set.
 	if sc, ok := ln.(syscall.Conn); ok {
@@ -120,20 +124,29 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 	return l
 }
 
-// Accept makes room for one more connection, then accepts it. It waits only
-// while every slot is held by connections being answered or closed, which
-// end in microseconds.
+// Accept makes room for one more connection, then accepts it, or takes one
+// from the quarantine that has spoken since. It waits only while every slot
+// is held by connections being answered or closed, which end in
+// microseconds. It returns one connection per call, so a quarantined
+// connection that speaks waits for the next call, which comes at once:
+// net/http calls Accept again as soon as it has started a connection's
+// goroutine.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
 		if err := l.makeRoom(); err != nil {
 			return nil, err
 		}
-		nc, err := l.Listener.Accept()
+		nc, fresh, err := l.quarantine.next()
 		if err == nil {
-			switch p := peekRequest(nc, l.peek); p {
-			case peekedOversized:
-				refuse(nc)
+			if fresh {
 				l.counters.accepted.Add(1)
+			}
+			switch p := peekRequest(nc, l.peek); {
+			case p == peekedOversized:
+				refuse(nc)
+			case p == peekedClosed:
+				_ = nc.Close() // nothing to answer: it never takes a slot
+			case p == peekedEmpty && fresh && l.crowded() && l.quarantine.hold(nc):
 			default:
 				return l.admit(nc, p == peekedComplete), nil
 			}
@@ -184,7 +197,6 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 	l.held++
 	l.newest = c
 	l.counters.held.Add(1)
-	l.counters.accepted.Add(1)
 	if complete {
 		c.state = slotActive
 	} else {
@@ -203,11 +215,12 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 }
 
 // outOfDescriptors makes room after accept failed for lack of descriptors,
-// rather than backing off: it closes the oldest connection without a
-// request, which frees its descriptor at once (net.Conn.Close returns once
-// the descriptor is closed), or else waits for one being answered to end.
-// Only when Serve holds nothing at all is the shortage the rest of the
-// process's, and then it waits descriptorRetry.
+// rather than backing off: it closes the connection held longest in
+// quarantine, else the oldest connection without a request, which frees
+// its descriptor at once (net.Conn.Close returns once the descriptor is
+// closed), or else waits for one being answered to end. Only when Serve
+// holds nothing at all is the shortage the rest of the process's, and then
+// it waits descriptorRetry.
 func (l *connLimiter) outOfDescriptors(err error) {
 	l.mu.Lock()
 	now := time.Now()
@@ -216,11 +229,16 @@ func (l *connLimiter) outOfDescriptors(err error) {
 		l.lastOutOfFDLog = now
 	}
 	held := l.held
-	victim := l.evictOldest(true)
 	l.mu.Unlock()
 	if logNow {
 		l.logger.Warn("health: out of file descriptors; closing the oldest connections that have not sent a request", "held", held, "err", err)
 	}
+	if l.quarantine.closeOldest() {
+		return
+	}
+	l.mu.Lock()
+	victim := l.evictOldest(true)
+	l.mu.Unlock()
 	if victim != nil {
 		_ = victim.Conn.Close()
 		return
@@ -326,9 +344,10 @@ func (l *connLimiter) release(c *limitedConn) {
 	l.released.Broadcast()
 }
 
-// shutdown closes every connection that has not sent a request and stops
-// Accept from admitting more: they have nothing to answer and would only
-// hold Serve's shutdown until their header timeout.
+// shutdown closes every connection that has not sent a request, those in
+// quarantine included, and stops Accept from admitting more: they have
+// nothing to answer and would only hold Serve's shutdown until their header
+// timeout.
 func (l *connLimiter) shutdown() {
 	l.mu.Lock()
 	l.closing = true
@@ -342,6 +361,15 @@ func (l *connLimiter) shutdown() {
 	for _, c := range victims {
 		_ = c.Conn.Close()
 	}
+	l.quarantine.close()
+}
+
+// Close closes the listener, then every connection in quarantine, which
+// wakes an Accept waiting on them.
+func (l *connLimiter) Close() error {
+	err := l.Listener.Close()
+	l.quarantine.close()
+	return err
 }
 
 // wait returns once the goroutine of every accepted connection has ended.

@@ -419,7 +419,9 @@ func TestStatusUnderFlood(t *testing.T) {
 	eventually(t, func() bool { return s.Status().Conns.Held == 0 }, "Held returns to 0")
 	after := s.Status().Conns
 	assert.GreaterOrEqual(t, after.Evicted, during.Evicted)
-	assert.GreaterOrEqual(t, after.Accepted, during.Accepted+4)
+	assert.GreaterOrEqual(t, after.Accepted, during.Accepted)
+	// Read once nothing moves: the four probes were accepted and answered.
+	assert.GreaterOrEqual(t, after.Accepted, after.Evicted+4)
 }
 
 // TestLimiterEvictionOrder drives the limiter without net/http, so that no
