@@ -289,9 +289,7 @@ func TestQuarantineNotUnderPressure(t *testing.T) {
 // more silent arrivals than it holds within a probe's delay would close
 // the probe too (docs/load.md, at a descriptor limit of 128).
 func TestLateProbeSurvivesEmptyAccepts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a flood: skipped with -short")
-	}
+	floodTest(t)
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	const limit = 8
 	s, _, ln := listenReady(t)
@@ -303,8 +301,8 @@ func TestLateProbeSurvivesEmptyAccepts(t *testing.T) {
 	// on a busy machine can come milliseconds later: at most limit of
 	// them and limit/2 idle ones are silent at once, with the probe fewer
 	// than the quarantine holds.
-	stopStalled := flood(t, addr, limit, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false, false)
-	stopIdle := flood(t, addr, limit/2, "", false, false)
+	stopStalled := flood(t, addr, limit, stalled)
+	stopIdle := flood(t, addr, limit/2, idle)
 	eventually(t, func() bool { return s.conns.evicted.Load() > 1000 }, "the churn evicting")
 	// The flood runs in this process, on the test's cores: a probe whose
 	// request went out past the grace, delayed by the scheduler, says
