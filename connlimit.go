@@ -146,7 +146,12 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 				refuse(nc)
 			case p == peekedClosed:
 				_ = nc.Close() // nothing to answer: it never takes a slot
-			case p == peekedEmpty && fresh && l.crowded() && l.quarantine.hold(nc):
+			case p == peekedEmpty && fresh && l.crowded():
+				// Held until it speaks, or in its place the
+				// connection held longest comes to a slot.
+				if nc = l.quarantine.hold(nc); nc != nil {
+					return l.admit(nc, false), nil
+				}
 			default:
 				return l.admit(nc, p == peekedComplete), nil
 			}

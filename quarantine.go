@@ -25,7 +25,8 @@ func quarantineSize(limit int) int { return 2 * limit }
 
 // A quarantine holds, without reading them and without a goroutine each,
 // the connections that arrive empty while the slots are full, until their
-// first bytes arrive or quarantineGrace passes.
+// first bytes arrive or quarantineGrace passes. Full, it hands the one held
+// longest to a slot (see hold).
 //
 // On Linux such a connection exists only when the kernel has completed its
 // handshake without TCP_DEFER_ACCEPT's wait: a SYN cookie, once silent
@@ -36,9 +37,10 @@ func quarantineSize(limit int) int { return 2 * limit }
 // bound's worth of newer admissions past it within milliseconds: it would
 // be evicted before it speaks. Held here instead, it is admitted once its
 // request has arrived, as one that is being answered and that no
-// eviction touches. Silent clients held here cost no slot, and are closed
-// when their grace runs out or, the quarantine full, oldest first to make
-// room for a newcomer.
+// eviction touches. Silent clients held here cost no slot; they are closed
+// when their grace runs out, or, the quarantine full, the oldest moves to
+// a slot, where it waits for its request with its own goroutine and is
+// evicted, oldest first, like any other.
 //
 // Two things that look simpler were measured and are worse: sparing
 // connections younger than some age from eviction, and not accepting
@@ -100,46 +102,47 @@ func newQuarantine(ln net.Listener, limit int, counters *connCounters, logger *s
 	return q
 }
 
-// hold takes a connection that arrived empty, and reports whether it did:
-// not without a poller, once Serve is stopping, or for a connection whose
-// descriptor cannot be watched, which Accept then admits as before. Full,
-// it closes the connection held longest to make room.
-func (q *quarantine) hold(nc net.Conn) bool {
+// hold takes nc, a connection that arrived empty, and returns the one
+// Accept is to admit to a slot instead, if any: nc itself when it cannot
+// be held (no poller, Serve stopping, no descriptor to watch), nil when it
+// is held, or, when the quarantine is full, the connection held longest,
+// which makes room for it. That one goes to a slot rather than being
+// closed, so that the slots' own eviction, oldest first, takes over: the
+// connections in slots waiting for a request are older still, and under a
+// flood a probe's late request then has the slots and the quarantine
+// together, not the quarantine alone, to arrive in.
+func (q *quarantine) hold(nc net.Conn) net.Conn {
 	if q.poller == nil {
-		return false
+		return nc
 	}
 	fd, ok := descriptorOf(nc)
 	if !ok {
-		return false
+		return nc
 	}
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.closed || q.failed {
-		q.mu.Unlock()
-		return false
+		return nc
 	}
-	var victim *heldConn
+	var oldest *heldConn
 	if q.silent.len+len(q.ready) >= q.size {
-		if victim = q.silent.front(); victim == nil {
-			q.mu.Unlock()
-			return false // all of them have spoken, and Accept hands those on first
+		if oldest = q.silent.front(); oldest == nil {
+			return nc // all of them have spoken, and Accept hands those on first
 		}
 	}
 	if err := q.poller.watch(fd); err != nil {
-		q.mu.Unlock()
-		return false
-	}
-	if victim != nil {
-		q.drop(victim)
+		return nc
 	}
 	c := &heldConn{nc: nc, fd: fd, deadline: time.Now().Add(q.grace)}
 	q.silent.pushBack(c)
 	q.byFD[fd] = c
 	q.watchListener()
-	q.mu.Unlock()
-	if victim != nil {
-		q.closeUnspoken(victim)
+	if oldest == nil {
+		return nil
 	}
-	return true
+	q.drop(oldest)
+	_ = q.poller.unwatch(oldest.fd) // net/http's own poller takes over
+	return oldest.nc
 }
 
 // next returns the connection Accept considers next: one held here that
