@@ -107,7 +107,12 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // 404, not net/http's own answer; and Serve never reads a request body: a
 // request that declares one is answered and its connection closed at once.
 // On Linux, Serve has the kernel hold a connection until its first bytes
-// arrive, which needs ln to be a TCP socket, as Listen's is.
+// arrive, which needs ln to be a TCP socket, as Listen's is. A connection
+// the kernel hands over empty all the same (a SYN cookie, once silent
+// clients fill its queue) is held apart under a flood, without a goroutine,
+// until it speaks, for 100 ms at most (see quarantine): up to twice the
+// bound more descriptors while a flood lasts, so that Serve holds at most
+// three times its bound in all, three quarters of the soft limit.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
