@@ -24,7 +24,8 @@ const quarantineGrace = 100 * time.Millisecond
 func quarantineSize(limit int) int { return 2 * limit }
 
 // A quarantine holds, without reading them and without a goroutine each,
-// the connections that arrive empty while the slots are full, until their
+// the connections that arrive empty while the slots are under pressure
+// (see crowded), until their
 // first bytes arrive or quarantineGrace passes. Full, it hands the one held
 // longest to a slot (see hold).
 //
@@ -42,9 +43,9 @@ func quarantineSize(limit int) int { return 2 * limit }
 // a slot, where it waits for its request with its own goroutine and is
 // evicted, oldest first, like any other.
 //
-// Two things that look simpler were measured and are worse: sparing
-// connections younger than some age from eviction, and not accepting
-// while the quarantine is full. Both stop Accept from taking connections
+// Two simpler designs were tried under the same SYN-cookie flood and are
+// worse: sparing connections younger than some age from eviction, and not
+// accepting while the quarantine is full. Both stop Accept from taking connections
 // at the kernel's pace, so its accept queue overflows and drops the
 // handshakes of probes with the rest.
 //

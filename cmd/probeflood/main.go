@@ -25,10 +25,10 @@
 //	go run ./cmd/probeflood -load custom -options 500 -slowloris 0 -idle 0
 //	go run ./cmd/probeflood -soak 5m         # the hostile mix for 5 minutes
 //
-// -soak runs the hostile mix's attackers (load 9's) for the given time while probing, stops
-// them, waits 5 s, and prints the server's current RSS, goroutines and open
-// descriptors before the attack, at its end and after that settle time,
-// with the probes' success over the whole soak.
+// -soak runs the hostile mix's attackers (load 9's) for the given time
+// while probing, stops them, waits 5 s, and prints the server's current
+// RSS, goroutines and open descriptors before the attack, at its end and
+// after that settle time, with the probes' success over the whole soak.
 //
 // Every connection goes to a loopback address, every loop ends by its
 // deadline, and the attackers' connection count is capped.
