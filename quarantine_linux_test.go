@@ -176,6 +176,10 @@ func TestQuarantineClosesAfterGrace(t *testing.T) {
 	assert.True(t, r.counters.status().Pressure)
 	silent, _ := r.held()
 	assert.Empty(t, silent)
+	q := r.l.quarantine
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	assert.EqualValues(t, -1, q.listenerFD, "empty again, it no longer watches the listener")
 }
 
 // TestQuarantineFullMovesOldestToASlot: the quarantine holds twice the
