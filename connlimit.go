@@ -87,6 +87,9 @@ type connLimiter struct {
 	// short answers plain probes at accept; nil (a test's limiter)
 	// answers none.
 	short *shortPath
+	// quarantine holds, under pressure, connections that arrive empty,
+	// until they speak.
+	quarantine *quarantine
 
 	mu             sync.Mutex
 	released       sync.Cond    // a held connection was released, or shutdown began
@@ -109,6 +112,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 		peek:     make([]byte, maxRequestBytes),
 	}
 	l.released.L = &l.mu
+	l.quarantine = newQuarantine(ln, limit, counters, logger)
 	counters.limit.Add(int64(limit)) // until Serve returns: see serve
 	// A listener that is not a socket (a test's, say) has nothing to set.
 	if sc, ok := ln.(syscall.Conn); ok {
@@ -123,25 +127,39 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 	return l
 }
 
-// Accept makes room for one more connection, then accepts it. It waits only
-// while every slot is held by connections being answered or closed, which
-// end in microseconds. A connection whose request is already a complete
-// plain probe is answered and closed here, without a slot (shortPath), and
-// one whose header is already too large is refused here: neither reaches
-// net/http.
+// Accept makes room for one more connection, then accepts it, or takes one
+// from the quarantine that has spoken since. It waits only while every slot
+// is held by connections being answered or closed, which end in
+// microseconds. A connection whose request is already a complete plain
+// probe is answered and closed here, without a slot (shortPath); one whose
+// header is already too large is refused here, and one already closed by
+// its client is closed: none of them reaches net/http. It returns one
+// connection per call, so a quarantined connection that speaks waits for
+// the next call, which comes at once: net/http calls Accept again as soon
+// as it has started a connection's goroutine.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
 		if err := l.makeRoom(); err != nil {
 			return nil, err
 		}
-		nc, err := l.Listener.Accept()
+		nc, fresh, err := l.quarantine.next()
 		if err == nil {
+			if fresh {
+				l.counters.accepted.Add(1)
+			}
 			switch p, n := peekRequest(nc, l.peek); {
 			case p == peekedOversized:
 				refuse(nc)
-				l.counters.accepted.Add(1)
+			case p == peekedClosed:
+				_ = nc.Close() // nothing to answer: it never takes a slot
 			case p == peekedComplete && l.short != nil && l.short.answer(nc, l.peek, n):
-				l.counters.accepted.Add(1) // answered and closed
+				// answered and closed
+			case p == peekedEmpty && fresh && l.crowded():
+				// Held until it speaks, or in its place the
+				// connection held longest comes to a slot.
+				if nc = l.quarantine.hold(nc); nc != nil {
+					return l.admit(nc, false), nil
+				}
 			default:
 				return l.admit(nc, p == peekedComplete), nil
 			}
@@ -192,7 +210,6 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 	l.held++
 	l.newest = c
 	l.counters.held.Add(1)
-	l.counters.accepted.Add(1)
 	if complete {
 		c.state = slotActive
 	} else {
@@ -211,11 +228,12 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 }
 
 // outOfDescriptors makes room after accept failed for lack of descriptors,
-// rather than backing off: it closes the oldest connection without a
-// request, which frees its descriptor at once (net.Conn.Close returns once
-// the descriptor is closed), or else waits for one being answered to end.
-// Only when Serve holds nothing at all is the shortage the rest of the
-// process's, and then it waits descriptorRetry.
+// rather than backing off: it closes the connection held longest in
+// quarantine, else the oldest connection without a request, which frees
+// its descriptor at once (net.Conn.Close returns once the descriptor is
+// closed), or else waits for one being answered to end. Only when Serve
+// holds nothing at all is the shortage the rest of the process's, and then
+// it waits descriptorRetry.
 func (l *connLimiter) outOfDescriptors(err error) {
 	l.mu.Lock()
 	now := time.Now()
@@ -224,11 +242,16 @@ func (l *connLimiter) outOfDescriptors(err error) {
 		l.lastOutOfFDLog = now
 	}
 	held := l.held
-	victim := l.evictOldest(true)
 	l.mu.Unlock()
 	if logNow {
 		l.logger.Warn("health: out of file descriptors; closing the oldest connections that have not sent a request", "held", held, "err", err)
 	}
+	if l.quarantine.closeOldest() {
+		return
+	}
+	l.mu.Lock()
+	victim := l.evictOldest(true)
+	l.mu.Unlock()
 	if victim != nil {
 		_ = victim.Conn.Close()
 		return
@@ -334,9 +357,10 @@ func (l *connLimiter) release(c *limitedConn) {
 	l.released.Broadcast()
 }
 
-// shutdown closes every connection that has not sent a request and stops
-// Accept from admitting more: they have nothing to answer and would only
-// hold Serve's shutdown until their header timeout.
+// shutdown closes every connection that has not sent a request, those in
+// quarantine included, and stops Accept from admitting more: they have
+// nothing to answer and would only hold Serve's shutdown until their header
+// timeout.
 func (l *connLimiter) shutdown() {
 	l.mu.Lock()
 	l.closing = true
@@ -350,6 +374,15 @@ func (l *connLimiter) shutdown() {
 	for _, c := range victims {
 		_ = c.Conn.Close()
 	}
+	l.quarantine.close()
+}
+
+// Close closes the listener, then every connection in quarantine, which
+// wakes an Accept waiting on them.
+func (l *connLimiter) Close() error {
+	err := l.Listener.Close()
+	l.quarantine.close()
+	return err
 }
 
 // wait returns once the goroutine of every accepted connection has ended.

@@ -17,12 +17,13 @@ import (
 // the oldest of them, not back off as net/http does (5 ms doubling to 1 s,
 // a log line each time), and say so once.
 func TestOutOfDescriptorsMakesRoom(t *testing.T) {
+	floodTest(t)
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, logs, ln := listenReady(t)
 	counting := &countingListener{Listener: ln, limit: 16, outOfFDsAt: 3}
 	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 16) })
 
-	stop := flood(t, addr, 32, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false, false)
+	stop := flood(t, addr, 32, stalled)
 	assertProbesAnswered(t, addr, 10)
 	stop()
 	maxOpen, _, outOfFDs := counting.counts()

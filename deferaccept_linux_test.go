@@ -51,6 +51,7 @@ func TestDeferredAcceptFromTheStart(t *testing.T) {
 // its request arrives, so it is never the oldest waiting connection in the
 // pool; a limiter that accepted it at once would have evicted it.
 func TestSlowProbeSurvivesChurn(t *testing.T) {
+	floodTest(t)
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	const limit = 16
 	_, addr, _ := serveReadyLimited(t, limit)
@@ -97,6 +98,7 @@ func TestLowDescriptorLimit(t *testing.T) {
 		serveWithLowDescriptorLimit()
 		return
 	}
+	floodTest(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLowDescriptorLimit$")
 	cmd.Env = append(os.Environ(), lowDescriptorChild+"=1")
 	stdin, err := cmd.StdinPipe()
@@ -112,8 +114,8 @@ func TestLowDescriptorLimit(t *testing.T) {
 	addr, ok := strings.CutPrefix(out.Text(), "addr ")
 	require.True(t, ok, "%q", out.Text())
 
-	stopStalled := flood(t, addr, 100, "GET /healthz HTTP/1.1\r\nHost: x\r\n", false, false)
-	stopIdle := flood(t, addr, 100, "", false, false)
+	stopStalled := flood(t, addr, 100, stalled)
+	stopIdle := flood(t, addr, 100, idle)
 	assertProbesAnswered(t, addr, 10)
 	stopStalled()
 	stopIdle()

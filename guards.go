@@ -94,9 +94,11 @@ func (s *headerScanner) scan(p []byte) {
 type peeked uint8
 
 const (
-	peekedIncomplete peeked = iota // nothing yet, part of a header, or no way to look
+	peekedIncomplete peeked = iota // part of a header, or no way to look
 	peekedComplete                 // a whole request header
 	peekedOversized                // maxRequestBytes without the end of a header, or more than maxHeaderLines
+	peekedEmpty                    // nothing yet
+	peekedClosed                   // the client's FIN with nothing before it, or a reset
 )
 
 // closeAfterBody wraps Serve's handler. A probe has no body, so a request

@@ -15,7 +15,10 @@ import (
 // which on a busy machine can come after many newer connections have been
 // accepted; one whose first maxRequestBytes hold no end of header, or
 // more than maxHeaderLines, is refused before net/http spends a goroutine
-// and its buffers on it.
+// and its buffers on it. One that is empty may be held in quarantine, and
+// one whose client has already gone, with a FIN and nothing before it or
+// with a reset, is closed at once: net/http would read nothing from it
+// but its end.
 func peekRequest(c net.Conn, buf []byte) (peeked, int) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
@@ -26,11 +29,17 @@ func peekRequest(c net.Conn, buf []byte) (peeked, int) {
 		return peekedIncomplete, 0
 	}
 	n := 0
+	var rerr error
 	_ = rc.Read(func(fd uintptr) bool {
-		n, _, _ = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK)
+		n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK)
 		return true // never wait: the socket is non-blocking, and an empty queue is the answer
 	})
-	n = max(n, 0)
+	switch {
+	case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
+		return peekedEmpty, 0
+	case rerr != nil, n == 0:
+		return peekedClosed, 0 // reset, or nothing before the client's FIN
+	}
 	var header headerScanner
 	header.scan(buf[:n])
 	switch {

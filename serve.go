@@ -118,6 +118,13 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // complete requests then delays the kubelet's probe by microseconds per
 // request, not by the cost of a net/http connection. Every other request
 // is served by net/http.
+//
+// On Linux, a connection the kernel hands over empty all the same (a SYN
+// cookie, once silent clients fill its queue) is held apart under a flood,
+// without a goroutine, until it speaks, for 100 ms at most (see
+// quarantine): up to twice the bound more descriptors while a flood lasts,
+// so that Serve holds at most three times its bound in all, three quarters
+// of the soft limit.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {

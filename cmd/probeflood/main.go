@@ -9,36 +9,26 @@
 // peak RSS, peak goroutines, CPU (cores busy over the probing window, from
 // its own rusage) and shutdown time under load.
 //
-// The loads (-load, comma-separated; all of them by default):
-//
-//	1   1,000 slowloris + 1,000 idle
-//	2   load 1, server fd limit 1024
-//	3   connect-and-close churn, one goroutine per core
-//	4   load 1, probe writes 20 ms after its handshake
-//	5   5,000 slowloris + 5,000 idle, server fd limit 1024 (report only)
-//	6   2,000 OPTIONS * declaring Content-Length: 4096, the body never sent
-//	7   2,000 requests with a 12 KiB header (net/http answers 431)
-//	8   2,000 POST /healthz declaring Content-Length: 1099511627776 (1 TiB)
-//	9   hostile mix: every kind of attacker at once, 3,000 clients + churn
-//	10  1,000 slowloris + 1,000 idle, server fd limit 128
-//	custom  the counts, limit, delay and bar given by flags
-//
-// Every load but 5 has a bar: 99.9% of probes answered on both endpoints
-// (99% for load 4). Every attacker reconnects as soon as the server closes
-// or answers it; -help lists the kinds, each with a flag for the custom
-// load. -server plain runs a plain http.Server serving the package's
-// Handler with the same timeouts instead of Serve, to compare the two.
+// The loads are numbered rows of one table (-load, comma-separated; all of
+// them by default): -loads prints it, each load with its attackers, the
+// server's descriptor limit, the probe's delay and the bar, the share of
+// probes that must succeed on both endpoints; docs/load.md quotes that
+// output. Every attacker reconnects as soon as the server closes or answers
+// it; -help lists the kinds, each with a flag for the custom load. -server
+// plain runs a plain http.Server serving the package's Handler with the
+// same timeouts instead of Serve, to compare the two.
 //
 //	go run ./cmd/probeflood                  # every load, 20 s each
+//	go run ./cmd/probeflood -loads           # the table of loads
 //	go run ./cmd/probeflood -load 6 -duration 5s
 //	go run ./cmd/probeflood -load 9 -server plain
 //	go run ./cmd/probeflood -load custom -options 500 -slowloris 0 -idle 0
 //	go run ./cmd/probeflood -soak 5m         # the hostile mix for 5 minutes
 //
-// -soak runs load 9's attackers for the given time while probing, stops
-// them, waits 5 s, and prints the server's current RSS, goroutines and open
-// descriptors before the attack, at its end and after that settle time,
-// with the probes' success over the whole soak.
+// -soak runs the hostile mix's attackers (load 9's) for the given time
+// while probing, stops them, waits 5 s, and prints the server's current
+// RSS, goroutines and open descriptors before the attack, at its end and
+// after that settle time, with the probes' success over the whole soak.
 //
 // Every connection goes to a loopback address, every loop ends by its
 // deadline, and the attackers' connection count is capped.
@@ -53,24 +43,34 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshnode/health/internal/hostile"
 )
 
 var verbose = flag.Bool("v", false, "print why each failed probe failed, to standard error")
 
 func main() {
 	role := flag.String("role", "", "internal: server or attack, the children this command starts, with their own flags after --")
-	loads := flag.String("load", allLoadIDs(), "comma-separated loads to run (see above); custom is the one the attacker-count flags describe")
-	var custom load
-	for k := range custom.clients {
+	loads := flag.String("load", allLoadIDs(), "comma-separated loads to run (see -loads); custom is the one the attacker-count flags describe")
+	listLoads := flag.Bool("loads", false, "print the table of loads, as docs/load.md quotes it, and exit")
+	custom := load{clients: counts{}}
+	for _, k := range kinds {
 		def := 0
-		if kind(k) == kindSlowloris || kind(k) == kindIdle {
+		if k.Name == "slowloris" || k.Name == "idle" {
 			def = 1000
 		}
-		flag.IntVar(&custom.clients[k], kind(k).String(), def, "custom load: "+kinds[k].help)
+		custom.clients[k.Name] = def
+		flag.Func(k.Name, fmt.Sprintf("custom load: how many %s clients (default %d): %s", k.Name, def, k.Help), func(v string) error {
+			n, err := strconv.Atoi(v)
+			custom.clients[k.Name] = n
+			return err
+		})
 	}
 	flag.IntVar(&custom.serverNofile, "server-nofile", 0, "custom load: the server's file-descriptor limit (0: leave it)")
 	flag.DurationVar(&custom.probeDelay, "probe-delay", 0, "custom load: how long a probe waits after its handshake to send its request")
@@ -81,6 +81,10 @@ func main() {
 	soak := flag.Duration("soak", 0, "instead of the loads, run load 9's attackers this long (at most 1h) while probing, then report the server's RSS, goroutines and descriptors before, at the end and 5 s after")
 	flag.Usage = usage
 	flag.Parse()
+	if *listLoads {
+		writeLoads(os.Stdout)
+		return
+	}
 	if runtime.GOOS != "linux" {
 		fmt.Fprintf(os.Stderr, "probeflood: runs on Linux only (it reads /proc and sets RLIMIT_NOFILE); this is %s\n", runtime.GOOS)
 		os.Exit(1)
@@ -110,16 +114,31 @@ func main() {
 func usage() {
 	out := flag.CommandLine.Output()
 	fmt.Fprintf(out, "usage: probeflood [-load 1,...,%d,custom] [-duration 20s] [-server health|plain] [-addr 127.0.0.1:PORT] [custom load flags]\n", len(allLoads))
-	fmt.Fprintf(out, "       probeflood -soak 5m [-server health|plain]\n\nloads (all of them by default):\n")
-	for _, l := range allLoads {
-		fmt.Fprintf(out, "  %-6d  %s\n", l.id, l.name)
-	}
-	fmt.Fprintf(out, "  custom  the attacker counts below, -server-nofile, -probe-delay and -bar\n\nattackers (each reconnects as soon as the server closes or answers it):\n")
-	for k := range kinds {
-		fmt.Fprintf(out, "  %-9s  %s\n", kinds[k].name, kinds[k].help)
+	fmt.Fprintf(out, "       probeflood -soak 5m [-server health|plain]\n       probeflood -loads\n\nloads (all of them by default):\n\n")
+	writeLoads(out)
+	fmt.Fprintf(out, "\ncustom: the attacker counts below, -server-nofile, -probe-delay and -bar\n\nattackers (each reconnects as soon as the server closes or answers it):\n")
+	for _, k := range kinds {
+		fmt.Fprintf(out, "  %-14s  %s\n", k.Name, k.Help)
 	}
 	fmt.Fprintf(out, "\nhostile mix (load 9 and -soak): %s\n\n", hostileMix.describe())
 	flag.PrintDefaults()
+}
+
+// writeLoads prints the table of loads, the one list of them: -loads and
+// -help show it, and docs/load.md quotes it.
+func writeLoads(w io.Writer) {
+	fmt.Fprintln(w, "| load | what it is | attackers | server fd limit | probe writes after its handshake | bar, on both endpoints |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, l := range allLoads {
+		nofile, delay := "as inherited", "at once"
+		if l.serverNofile > 0 {
+			nofile = fmt.Sprint(l.serverNofile)
+		}
+		if l.probeDelay > 0 {
+			delay = fmt.Sprint(l.probeDelay)
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | ≥ %s %% |\n", l.id, l.name, l.clients.describe(), nofile, delay, strconv.FormatFloat(100*l.bar, 'f', -1, 64))
+	}
 }
 
 // load is one row of the table.
@@ -129,28 +148,53 @@ type load struct {
 	clients      counts        // attacking clients of each kind
 	serverNofile int           // the server's RLIMIT_NOFILE, soft and hard; 0 leaves it
 	probeDelay   time.Duration // between the probe's handshake and its request
-	bar          float64       // the share of probes that must succeed; 0 = report only
+	bar          float64       // the share of probes that must succeed; 0 (custom only) = report only
 }
 
-// hostileMix is every kind of attacker at once: load 9's, and the soak's.
-var hostileMix = counts{
-	kindSlowloris: 300, kindIdle: 300, kindChurn: -1,
-	kindOptions: 200, kindBigHeader: 200, kindHugeBody: 200, kindSmallBody: 200, kindExpect: 200,
-	kindPipeline: 200, kindHalfClose: 200, kindTLS: 200, kindH2: 200, kindNoRead: 200,
-	kindExpectOther: 200, kindManyHeaders: 200,
-}
+// hostileMix is every hostile kind at once (maxrequest, valid requests, is
+// not one): load 9's, and the soak's. Each kind that waits for the server
+// runs 200 clients, slowloris and idle 300; churn runs a loop per core, and
+// the kinds that reset a loop each.
+var hostileMix = func() counts {
+	mix := counts{}
+	for _, k := range hostile.Clients() {
+		switch {
+		case k.Name == "churn":
+			mix[k.Name] = -1
+		case k.Loops():
+			mix[k.Name] = 1
+		case k.Name == "slowloris", k.Name == "idle":
+			mix[k.Name] = 300
+		default:
+			mix[k.Name] = 200
+		}
+	}
+	return mix
+}()
 
+// synCookies is load 11's crowd: more silent clients than the kernel's SYN
+// queue holds (net.ipv4.tcp_max_syn_backlog), so that it completes
+// handshakes with SYN cookies, and those connections, probes' included,
+// arrive without TCP_DEFER_ACCEPT's wait, empty.
+var synCookies = counts{"idle": 8000, "churn": 8}
+
+// allLoads is the table of loads. Loads 11 and 12 are the SYN-cookie
+// case; 13 and 14 a queue of complete requests.
 var allLoads = []load{
-	{id: 1, name: "1,000 slowloris + 1,000 idle", clients: counts{kindSlowloris: 1000, kindIdle: 1000}, bar: 0.999},
-	{id: 2, name: "load 1, server fd limit 1024", clients: counts{kindSlowloris: 1000, kindIdle: 1000}, serverNofile: 1024, bar: 0.999},
-	{id: 3, name: "connect-and-close churn, one goroutine per core", clients: counts{kindChurn: -1}, bar: 0.999},
-	{id: 4, name: "load 1, probe writes 20 ms after its handshake", clients: counts{kindSlowloris: 1000, kindIdle: 1000}, probeDelay: 20 * time.Millisecond, bar: 0.99},
-	{id: 5, name: "5,000 slowloris + 5,000 idle, server fd limit 1024", clients: counts{kindSlowloris: 5000, kindIdle: 5000}, serverNofile: 1024, bar: 0.999},
-	{id: 6, name: "2,000 OPTIONS * declaring a 4 KiB body never sent", clients: counts{kindOptions: 2000}, bar: 0.999},
-	{id: 7, name: "2,000 requests with a 12 KiB header (431)", clients: counts{kindBigHeader: 2000}, bar: 0.999},
-	{id: 8, name: "2,000 POST declaring a 1 TiB body never sent", clients: counts{kindHugeBody: 2000}, bar: 0.999},
-	{id: 9, name: fmt.Sprintf("hostile mix: every kind at once, %s clients + churn", thousands(hostileMix.total())), clients: hostileMix, bar: 0.999},
-	{id: 10, name: "load 1, server fd limit 128", clients: counts{kindSlowloris: 1000, kindIdle: 1000}, serverNofile: 128, bar: 0.999},
+	{id: 1, name: "1,000 slowloris + 1,000 idle", clients: counts{"slowloris": 1000, "idle": 1000}, bar: 0.999},
+	{id: 2, name: "load 1, server fd limit 1024", clients: counts{"slowloris": 1000, "idle": 1000}, serverNofile: 1024, bar: 0.999},
+	{id: 3, name: "connect-and-close churn, one goroutine per core", clients: counts{"churn": -1}, bar: 0.999},
+	{id: 4, name: "load 1, probe writes 20 ms after its handshake", clients: counts{"slowloris": 1000, "idle": 1000}, probeDelay: 20 * time.Millisecond, bar: 0.99},
+	{id: 5, name: "5,000 slowloris + 5,000 idle, server fd limit 1024", clients: counts{"slowloris": 5000, "idle": 5000}, serverNofile: 1024, bar: 0.999},
+	{id: 6, name: "2,000 OPTIONS * declaring a 4 KiB body never sent", clients: counts{"options": 2000}, bar: 0.999},
+	{id: 7, name: "2,000 requests with a 12 KiB header (431)", clients: counts{"bigheader": 2000}, bar: 0.999},
+	{id: 8, name: "2,000 POST declaring a 1 TiB body never sent", clients: counts{"hugebody": 2000}, bar: 0.999},
+	{id: 9, name: fmt.Sprintf("hostile mix: every hostile kind at once, %s clients + loops", thousands(hostileMix.clients())), clients: hostileMix, bar: 0.999},
+	{id: 10, name: "load 1, server fd limit 128", clients: counts{"slowloris": 1000, "idle": 1000}, serverNofile: 128, bar: 0.999},
+	{id: 11, name: "SYN cookies: 8,000 idle + 8 churn loops, probe writes 20 ms after its handshake", clients: synCookies, probeDelay: 20 * time.Millisecond, bar: 0.999},
+	{id: 12, name: "load 11, server fd limit 128", clients: synCookies, serverNofile: 128, probeDelay: 20 * time.Millisecond, bar: 0.90},
+	{id: 13, name: "4,000 complete ~4 KiB requests", clients: counts{"maxrequest": 4000}, bar: 0.999},
+	{id: 14, name: "6,000 complete ~4 KiB requests", clients: counts{"maxrequest": 6000}, bar: 0.97},
 }
 
 // allLoadIDs is the default -load: every load.
@@ -168,13 +212,10 @@ func selectLoads(spec string, custom load) ([]load, error) {
 	var out []load
 	for _, f := range strings.Split(spec, ",") {
 		if strings.TrimSpace(f) == "custom" {
-			custom.name = fmt.Sprintf("custom: %d slowloris + %d idle + %d churn", custom.clients[kindSlowloris], custom.clients[kindIdle], custom.clients[kindChurn])
-			for k := kindChurn + 1; k < numKinds; k++ {
-				if custom.clients[k] != 0 {
-					custom.name += fmt.Sprintf(" + %d %s", custom.clients[k], k)
-				}
+			if err := custom.clients.check(); err != nil {
+				return nil, err
 			}
-			custom.name += fmt.Sprintf(", server fd limit %d, probe delay %v", custom.serverNofile, custom.probeDelay)
+			custom.name = fmt.Sprintf("custom: %s, server fd limit %d, probe delay %v", custom.clients.describe(), custom.serverNofile, custom.probeDelay)
 			out = append(out, custom)
 			continue
 		}

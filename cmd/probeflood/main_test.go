@@ -3,11 +3,19 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/health"
+	"github.com/meshnode/health/internal/hostile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,23 +31,26 @@ func TestRequireLoopback(t *testing.T) {
 }
 
 func TestSelectLoads(t *testing.T) {
-	custom := load{clients: counts{kindSlowloris: 10, kindIdle: 20, kindChurn: -1}, serverNofile: 512, probeDelay: 5 * time.Millisecond}
+	custom := load{clients: counts{"slowloris": 10, "idle": 20, "churn": -1}, serverNofile: 512, probeDelay: 5 * time.Millisecond}
 	loads, err := selectLoads("4, 1,custom", custom)
 	require.NoError(t, err)
 	require.Len(t, loads, 3)
 	assert.Equal(t, 4, loads[0].id)
 	assert.Equal(t, 1, loads[1].id)
-	assert.Equal(t, "custom: 10 slowloris + 20 idle + -1 churn, server fd limit 512, probe delay 5ms", loads[2].name)
-	assert.Equal(t, 20, loads[2].clients[kindIdle])
+	assert.Equal(t, "custom: 10 slowloris + 20 idle + churn (one loop per core), server fd limit 512, probe delay 5ms", loads[2].name)
+	assert.Equal(t, 20, loads[2].clients["idle"])
 
-	custom.clients[kindOptions] = 5
-	custom.clients[kindNoRead] = 7
+	custom.clients["options"] = 5
+	custom.clients["noread"] = 7
 	loads, err = selectLoads("custom", custom)
 	require.NoError(t, err)
-	assert.Equal(t, "custom: 10 slowloris + 20 idle + -1 churn + 5 options + 7 noread, server fd limit 512, probe delay 5ms", loads[0].name)
+	assert.Equal(t, "custom: 10 slowloris + 20 idle + churn (one loop per core) + 5 options + 7 noread, server fd limit 512, probe delay 5ms", loads[0].name)
 
-	_, err = selectLoads("11", custom)
-	assert.EqualError(t, err, `-load: no load "11" (have 1 to 10, and custom)`)
+	_, err = selectLoads("15", custom)
+	assert.EqualError(t, err, `-load: no load "15" (have 1 to 14, and custom)`)
+	custom.clients["idle"] = -1
+	_, err = selectLoads("custom", custom)
+	assert.EqualError(t, err, "-idle -1: want a count of 0 or more (-1, one loop per core, is for the kinds that loop)")
 }
 
 // The default runs every load, and the loads are numbered 1, 2, ... in
@@ -47,56 +58,123 @@ func TestSelectLoads(t *testing.T) {
 func TestAllLoads(t *testing.T) {
 	loads, err := selectLoads(allLoadIDs(), load{})
 	require.NoError(t, err)
-	require.Len(t, loads, 10)
+	require.Len(t, loads, 14)
 	for i, l := range loads {
 		assert.Equal(t, i+1, l.id)
 		assert.NotEmpty(t, l.name)
-		assert.NotEqual(t, counts{}, l.clients, l.name)
-		assert.GreaterOrEqual(t, l.bar, 0.99, l.name)
+		assert.NotEmpty(t, l.clients, l.name)
+		assert.NoError(t, l.clients.check(), l.name)
+		assert.Positive(t, l.bar, "%s: every load has a bar", l.name)
 	}
-	// Loads 1 to 5 are as they were.
-	assert.Equal(t, counts{kindSlowloris: 1000, kindIdle: 1000}, loads[0].clients)
+	// Loads 1 to 10 are as they were, but for the kinds the mix gained.
+	assert.Equal(t, counts{"slowloris": 1000, "idle": 1000}, loads[0].clients)
 	assert.Equal(t, 1024, loads[1].serverNofile)
-	assert.Equal(t, counts{kindChurn: -1}, loads[2].clients)
+	assert.Equal(t, counts{"churn": -1}, loads[2].clients)
 	assert.Equal(t, 20*time.Millisecond, loads[3].probeDelay)
 	assert.Equal(t, 0.99, loads[3].bar)
-	assert.Equal(t, counts{kindSlowloris: 5000, kindIdle: 5000}, loads[4].clients)
-	assert.Equal(t, 0.999, loads[4].bar, "now held to the bar of the others")
-	// The new ones.
-	assert.Equal(t, counts{kindOptions: 2000}, loads[5].clients)
-	assert.Equal(t, counts{kindBigHeader: 2000}, loads[6].clients)
-	assert.Equal(t, counts{kindHugeBody: 2000}, loads[7].clients)
+	assert.Equal(t, counts{"slowloris": 5000, "idle": 5000}, loads[4].clients)
+	assert.Equal(t, 0.999, loads[4].bar)
+	assert.Equal(t, counts{"options": 2000}, loads[5].clients)
+	assert.Equal(t, counts{"bigheader": 2000}, loads[6].clients)
+	assert.Equal(t, counts{"hugebody": 2000}, loads[7].clients)
+	assert.Equal(t, hostileMix, loads[8].clients)
 	assert.Equal(t, 128, loads[9].serverNofile)
-	assert.Equal(t, counts{kindSlowloris: 1000, kindIdle: 1000}, loads[9].clients)
-	for _, l := range loads[5:] {
+	assert.Equal(t, counts{"slowloris": 1000, "idle": 1000}, loads[9].clients)
+	for _, l := range loads[4:10] {
 		assert.Equal(t, 0.999, l.bar, l.name)
+	}
+	// The SYN-cookie loads and the queue of complete requests.
+	for _, l := range loads[10:12] {
+		assert.Equal(t, counts{"idle": 8000, "churn": 8}, l.clients, l.name)
+		assert.Equal(t, 20*time.Millisecond, l.probeDelay, l.name)
+	}
+	assert.Zero(t, loads[10].serverNofile)
+	assert.Equal(t, 0.999, loads[10].bar)
+	assert.Equal(t, 128, loads[11].serverNofile)
+	assert.Equal(t, 0.90, loads[11].bar)
+	assert.Equal(t, counts{"maxrequest": 4000}, loads[12].clients)
+	assert.Equal(t, 0.999, loads[12].bar)
+	assert.Equal(t, counts{"maxrequest": 6000}, loads[13].clients)
+	assert.Equal(t, 0.97, loads[13].bar)
+}
+
+// docs/load.md quotes the table -loads prints, so that the loads are
+// listed once, here.
+func TestLoadsTableInDocs(t *testing.T) {
+	var table strings.Builder
+	writeLoads(&table)
+	doc, err := os.ReadFile("../../docs/load.md")
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(doc), "go run ./cmd/probeflood -loads"), "docs/load.md names the command")
+	assert.True(t, strings.Contains(string(doc), table.String()), "docs/load.md quotes the output of probeflood -loads:\n%s", &table)
+	for _, l := range allLoads {
+		assert.Contains(t, table.String(), fmt.Sprintf("| %d | %s |", l.id, l.name))
 	}
 }
 
-// The hostile mix runs every kind, with 2,000 to 3,000 clients in all.
+// The hostile mix runs every hostile kind, and maxrequest, which is not
+// one, only in its own loads.
 func TestHostileMix(t *testing.T) {
-	for k, n := range hostileMix {
-		assert.NotZero(t, n, kind(k).String())
+	for _, k := range hostile.Clients() {
+		assert.NotZero(t, hostileMix[k.Name], k.Name)
 	}
-	assert.Equal(t, -1, hostileMix[kindChurn], "one churn loop per core")
-	assert.GreaterOrEqual(t, hostileMix.total(), 2000)
-	assert.LessOrEqual(t, hostileMix.total(), 3000)
-	assert.Equal(t, allLoads[8].clients, hostileMix)
-	assert.Contains(t, allLoads[8].name, "3,000 clients + churn")
+	assert.Len(t, hostileMix, len(hostile.Clients()))
+	assert.Zero(t, hostileMix["maxrequest"])
+	assert.Equal(t, -1, hostileMix["churn"], "one churn loop per core")
+	assert.NoError(t, hostileMix.check())
+	assert.Equal(t, 3400, hostileMix.clients())
+	assert.Contains(t, allLoads[8].name, "3,400 clients + loops")
 }
 
 func TestKinds(t *testing.T) {
 	seen := map[string]bool{}
-	for k := range kinds {
-		name := kind(k).String()
-		assert.NotEmpty(t, name)
-		assert.NotEmpty(t, kinds[k].help, name)
-		assert.False(t, seen[name], "two kinds named %s", name)
-		seen[name] = true
+	for _, k := range kinds {
+		assert.Regexp(t, "^[a-z0-9]+$", k.Name)
+		assert.NotEmpty(t, k.Help, k.Name)
+		assert.False(t, seen[k.Name], "two kinds named %s", k.Name)
+		seen[k.Name] = true
 	}
-	assert.Equal(t, "1,000 slowloris + 1,000 idle", counts{kindSlowloris: 1000, kindIdle: 1000}.describe())
-	assert.Equal(t, "churn (one loop per core) + 5 tls", counts{kindChurn: -1, kindTLS: 5}.describe())
+	assert.Equal(t, "1,000 slowloris + 1,000 idle", counts{"slowloris": 1000, "idle": 1000}.describe())
+	assert.Equal(t, "8,000 idle + 8 churn loops", synCookies.describe())
+	assert.Equal(t, "churn (one loop per core) + 5 tls", counts{"churn": -1, "tls": 5}.describe())
 	assert.Equal(t, "no attackers", counts{}.describe())
+	assert.EqualError(t, counts{"nosuch": 1}.check(), `no attacker kind "nosuch"`)
+}
+
+// maxrequest is a request Serve answers: valid, and within its caps of
+// 4,095 bytes and 64 lines, close to both.
+func TestMaxRequest(t *testing.T) {
+	raw := maxRequest.Request
+	assert.Greater(t, len(raw), 3900)
+	assert.LessOrEqual(t, len(raw), 4095)
+	assert.Equal(t, 62, strings.Count(raw, "\n"))
+	req := parseRequest(t, []byte(raw))
+	assert.Equal(t, "/readyz", req.URL.Path)
+	assert.True(t, req.URL.Query().Has("verbose"))
+	assert.True(t, strings.HasSuffix(raw, "\r\n\r\n"))
+
+	srv := health.NewServer(health.Config{Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.SetRegistered()
+	srv.SetDataPlaneReady()
+	ln, err := srv.Listen()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); assert.NoError(t, <-served) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.WriteString(c, raw)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.True(t, strings.HasSuffix(string(body), "readyz check passed\n"), "%q", body)
 }
 
 func TestThousands(t *testing.T) {
@@ -112,90 +190,6 @@ func parseRequest(t *testing.T, b []byte) *http.Request {
 	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b)))
 	require.NoError(t, err)
 	return req
-}
-
-func TestRequestBytes(t *testing.T) {
-	// options: OPTIONS *, declaring a 4 KiB body it does not send.
-	req := parseRequest(t, request(kindOptions))
-	assert.Equal(t, "OPTIONS", req.Method)
-	assert.Equal(t, "*", req.RequestURI)
-	assert.Equal(t, "127.0.0.1", req.Host)
-	assert.EqualValues(t, 4096, req.ContentLength)
-	assert.True(t, bytes.HasSuffix(request(kindOptions), []byte("\r\n\r\n")), "the header is complete, the body absent")
-
-	// bigheader: a complete request whose header is over 8 KiB, past
-	// MaxHeaderBytes (4 KiB) and the 4 KiB net/http reads beyond it.
-	big := request(kindBigHeader)
-	head, _, found := bytes.Cut(big, []byte("\r\n\r\n"))
-	assert.True(t, found)
-	assert.Greater(t, len(head), 8<<10)
-	assert.Greater(t, len(head), 4096+4096)
-	assert.Less(t, len(head), 16<<10, "about 12 KiB")
-	assert.Equal(t, "GET", parseRequest(t, big).Method)
-
-	// hugebody: POST /healthz declaring 1 TiB.
-	req = parseRequest(t, request(kindHugeBody))
-	assert.Equal(t, "POST", req.Method)
-	assert.Equal(t, "/healthz", req.URL.Path)
-	assert.EqualValues(t, int64(1)<<40, req.ContentLength)
-	assert.Contains(t, string(request(kindHugeBody)), "Content-Length: 1099511627776\r\n")
-	assert.True(t, bytes.HasSuffix(request(kindHugeBody), []byte("\r\n\r\n")))
-
-	// smallbody: POST /readyz declaring 1000 bytes it does not send.
-	req = parseRequest(t, request(kindSmallBody))
-	assert.Equal(t, "POST", req.Method)
-	assert.Equal(t, "/readyz", req.URL.Path)
-	assert.EqualValues(t, 1000, req.ContentLength)
-	assert.True(t, bytes.HasSuffix(request(kindSmallBody), []byte("\r\n\r\n")))
-
-	// expect: a body announced with Expect: 100-continue, never sent.
-	req = parseRequest(t, request(kindExpect))
-	assert.Equal(t, "100-continue", req.Header.Get("Expect"))
-	assert.Positive(t, req.ContentLength)
-	assert.True(t, bytes.HasSuffix(request(kindExpect), []byte("\r\n\r\n")))
-
-	// pipeline: several complete requests in one write.
-	r := bufio.NewReader(bytes.NewReader(request(kindPipeline)))
-	n := 0
-	for ; ; n++ {
-		req, err := http.ReadRequest(r)
-		if err != nil {
-			break
-		}
-		assert.Equal(t, "/healthz", req.URL.Path)
-	}
-	assert.Equal(t, pipelined, n)
-	assert.Greater(t, n, 1)
-
-	// halfclose: a partial request, without the blank line that ends it.
-	half := string(request(kindHalfClose))
-	assert.True(t, strings.HasPrefix(half, "GET /healthz HTTP/1.1\r\n"))
-	assert.NotContains(t, half, "\r\n\r\n")
-
-	// h2: exactly the client preface.
-	assert.Equal(t, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", string(request(kindH2)))
-
-	// noread: one complete GET.
-	req = parseRequest(t, request(kindNoRead))
-	assert.Equal(t, "GET", req.Method)
-	assert.Equal(t, "/healthz", req.URL.Path)
-
-	// The kinds that write nothing up front, or as they go.
-	for _, k := range []kind{kindSlowloris, kindIdle, kindChurn, kindTLS} {
-		assert.Nil(t, request(k), k.String())
-	}
-}
-
-// The tls kind sends a real ClientHello: one TLS handshake record holding
-// a ClientHello message.
-func TestClientHello(t *testing.T) {
-	hello, err := clientHello()
-	require.NoError(t, err)
-	require.Greater(t, len(hello), 9)
-	assert.Equal(t, byte(0x16), hello[0], "record type handshake")
-	assert.Equal(t, byte(0x03), hello[1], "TLS major version")
-	assert.Equal(t, len(hello)-5, int(hello[3])<<8|int(hello[4]), "the record is whole")
-	assert.Equal(t, byte(0x01), hello[5], "handshake type ClientHello")
 }
 
 func TestCoresBusy(t *testing.T) {
@@ -266,6 +260,8 @@ func TestAttackArgs(t *testing.T) {
 	require.NoError(t, fs.Parse(args[2:]))
 	assert.Equal(t, "127.0.0.1:9101", f.addr)
 	assert.Equal(t, hostileMix, f.clients)
+	assert.Contains(t, args, "-churn")
+	assert.NotContains(t, args, "-maxrequest", "counts of 0 are left out")
 	assert.Equal(t, 33*time.Second, f.duration)
 	assert.EqualValues(t, 20_000_000, f.maxDials, "bounded by default")
 	assert.Empty(t, fs.Args())

@@ -1,0 +1,358 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// The kernel holds a silent connection until its first bytes under
+// TCP_DEFER_ACCEPT, and completes it empty only with a SYN cookie, which a
+// test cannot ask for. These tests clear the deferral instead: every
+// connection then arrives as a SYN cookie's does, with whatever its client
+// has sent by then.
+
+// clearDeferAccept turns TCP_DEFER_ACCEPT off on a listener that Serve or
+// newConnLimiter has set it on.
+func clearDeferAccept(t *testing.T, ln net.Listener) {
+	t.Helper()
+	rc, err := ln.(syscall.Conn).SyscallConn()
+	require.NoError(t, err)
+	var serr error
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, 0)
+	}))
+	require.NoError(t, serr)
+}
+
+// quarantineRig is a connLimiter driven without net/http, so that every
+// close is the limiter's or the quarantine's, with Accept running in a
+// loop of its own as net/http's would.
+type quarantineRig struct {
+	t         *testing.T
+	l         *connLimiter
+	counters  *connCounters
+	addr      string
+	accepted  chan *limitedConn
+	acceptErr chan error
+}
+
+// newQuarantineRig makes a limiter of limit slots on a fresh listener
+// without deferred accept, and fills the slots with stalled connections to
+// where an empty newcomer goes to the quarantine (crowded). Accept runs
+// from then on; the test's cleanup closes the limiter, which ends it.
+func newQuarantineRig(t *testing.T, limit int, grace time.Duration) *quarantineRig {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	r := &quarantineRig{t: t, counters: &connCounters{}, addr: ln.Addr().String(), accepted: make(chan *limitedConn, 64), acceptErr: make(chan error, 1)}
+	r.l = newConnLimiter(ln, limit, r.counters, discardLogger())
+	require.NotNil(t, r.l.quarantine.poller)
+	r.l.quarantine.grace = grace
+	clearDeferAccept(t, ln)
+	for !r.l.crowded() {
+		dialStalled(t, r.addr)
+		nc, err := r.l.Accept()
+		require.NoError(t, err)
+		require.Equal(t, slotWaiting, nc.(*limitedConn).state)
+	}
+	go func() {
+		for {
+			nc, err := r.l.Accept()
+			if err != nil {
+				r.acceptErr <- err
+				return
+			}
+			r.accepted <- nc.(*limitedConn)
+		}
+	}()
+	t.Cleanup(func() {
+		// shutdown first: net/http is not here to end the goroutines of
+		// the connections evicted, so Accept may be waiting for a slot.
+		r.l.shutdown()
+		_ = r.l.Close()
+		select {
+		case <-r.acceptErr:
+		case <-time.After(10 * time.Second):
+			t.Error("Accept did not return once the limiter was closed")
+		}
+	})
+	return r
+}
+
+// held returns the local addresses of the connections in quarantine,
+// oldest first, and how many have spoken and wait for Accept.
+func (r *quarantineRig) held() (silent []string, ready int) {
+	q := r.l.quarantine
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for c := q.silent.front(); c != nil; c = c.next {
+		silent = append(silent, c.nc.RemoteAddr().String())
+	}
+	return silent, len(q.ready)
+}
+
+// dialEmpty connects and sends nothing, and returns once the quarantine
+// holds the connection.
+func (r *quarantineRig) dialEmpty() net.Conn {
+	r.t.Helper()
+	c, err := net.Dial("tcp", r.addr)
+	require.NoError(r.t, err)
+	r.t.Cleanup(func() { _ = c.Close() })
+	eventually(r.t, func() bool {
+		silent, _ := r.held()
+		for _, a := range silent {
+			if a == c.LocalAddr().String() {
+				return true
+			}
+		}
+		return false
+	}, "the empty newcomer held in quarantine")
+	return c
+}
+
+func (r *quarantineRig) live() int64 { return r.counters.held.Load() }
+
+// TestQuarantineAdmitsOnBytes: an empty newcomer under pressure is held,
+// costs no slot, and once its request arrives Accept hands it on with the
+// request unread, as a connection being answered, which no eviction
+// touches. It counts as accepted once.
+func TestQuarantineAdmitsOnBytes(t *testing.T) {
+	r := newQuarantineRig(t, 4, time.Minute)
+	held, accepted := r.live(), r.counters.accepted.Load()
+	probe := r.dialEmpty()
+	assert.Equal(t, held, r.live(), "no slot while silent")
+	assert.Equal(t, accepted+1, r.counters.accepted.Load())
+
+	const request = "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"
+	_, err := io.WriteString(probe, request)
+	require.NoError(t, err)
+	var c *limitedConn
+	select {
+	case c = <-r.accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept did not hand on the connection that spoke")
+	}
+	assert.Equal(t, probe.LocalAddr().String(), c.RemoteAddr().String())
+	assert.Equal(t, slotActive, c.state, "its request is complete: never evicted")
+	assert.Equal(t, held+1, r.live())
+	assert.Equal(t, accepted+1, r.counters.accepted.Load(), "counted once")
+	silent, ready := r.held()
+	assert.Empty(t, silent)
+	assert.Zero(t, ready)
+
+	got := make([]byte, len(request))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	assert.Equal(t, request, string(got), "the request is still there for net/http")
+}
+
+// TestQuarantineClosesAfterGrace: a newcomer that stays silent is closed
+// once its grace has passed, and not before, without an Accept call or a
+// new connection to wake anything; it counts as evicted.
+func TestQuarantineClosesAfterGrace(t *testing.T) {
+	r := newQuarantineRig(t, 4, quarantineGrace)
+	start := time.Now()
+	c := r.dialEmpty()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := c.Read(make([]byte, 1))
+	elapsed := time.Since(start)
+	assert.Zero(t, n)
+	assert.ErrorIs(t, err, io.EOF)
+	// Its grace counts from its accept, which comes after the dial began.
+	assert.GreaterOrEqual(t, elapsed, quarantineGrace, "closed before its grace ran out")
+	assert.Less(t, elapsed, quarantineGrace+time.Second, "held well past its grace")
+	eventually(t, func() bool { return r.counters.evicted.Load() == 1 }, "counted as evicted")
+	assert.True(t, r.counters.status().Pressure)
+	silent, _ := r.held()
+	assert.Empty(t, silent)
+	q := r.l.quarantine
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	assert.EqualValues(t, -1, q.listenerFD, "empty again, it no longer watches the listener")
+}
+
+// TestQuarantineFullMovesOldestToASlot: the quarantine holds twice the
+// slots at most; full, it makes room for a newcomer by handing the
+// connection held longest to a slot, where its own goroutine waits for its
+// request and the slots' eviction, oldest first, takes over.
+func TestQuarantineFullMovesOldestToASlot(t *testing.T) {
+	const limit = 8
+	r := newQuarantineRig(t, limit, time.Minute)
+	size := quarantineSize(limit)
+	require.Equal(t, 2*limit, size)
+	var clients []net.Conn
+	for i := 0; i < size+2; i++ {
+		clients = append(clients, r.dialEmpty())
+	}
+	silent, _ := r.held()
+	var want []string
+	for _, c := range clients[2:] {
+		want = append(want, c.LocalAddr().String())
+	}
+	assert.Equal(t, want, silent, "the newest, in order")
+	for i, c := range clients[:2] {
+		select {
+		case got := <-r.accepted:
+			assert.Equal(t, c.LocalAddr().String(), got.RemoteAddr().String(), "client %d, the oldest, in order", i)
+			assert.Equal(t, slotWaiting, got.state)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("client %d, among the oldest, was not admitted", i)
+		}
+	}
+}
+
+// TestQuarantineNeverHoldsTheClosed: a connection whose client has gone
+// before it spoke, with a FIN or a reset, never takes a slot, whether the
+// peek at accept or the quarantine finds it gone; it is not counted as
+// evicted either, as the server closed nothing that was alive.
+func TestQuarantineNeverHoldsTheClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		leave func(*net.TCPConn)
+	}{
+		{"FIN", func(c *net.TCPConn) { _ = c.CloseWrite() }},
+		{"reset", func(c *net.TCPConn) { _ = c.SetLinger(0); _ = c.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newQuarantineRig(t, 4, time.Minute)
+			held, accepted := r.live(), r.counters.accepted.Load()
+			// Gone before its accept.
+			c, err := net.Dial("tcp", r.addr)
+			require.NoError(t, err)
+			defer c.Close()
+			tc.leave(c.(*net.TCPConn))
+			// Gone once held.
+			c = r.dialEmpty()
+			tc.leave(c.(*net.TCPConn))
+			eventually(t, func() bool {
+				silent, ready := r.held()
+				return r.counters.accepted.Load() == accepted+2 && len(silent) == 0 && ready == 0
+			}, "both accepted, and neither held")
+			assert.Equal(t, held, r.live(), "no slot taken")
+			assert.Zero(t, r.counters.evicted.Load())
+			assert.Empty(t, r.accepted, "nothing handed to net/http")
+		})
+	}
+}
+
+// TestQuarantineShutdown: when Serve stops, everything held is closed, and
+// the Accept waiting on the quarantine returns at once; nothing is left
+// running.
+func TestQuarantineShutdown(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the rig's cleanup
+	r := newQuarantineRig(t, 4, time.Minute)
+	a, b := r.dialEmpty(), r.dialEmpty()
+	r.l.shutdown()
+	assertClosedByServer(t, a)
+	assertClosedByServer(t, b)
+	select {
+	case err := <-r.acceptErr:
+		assert.ErrorIs(t, err, net.ErrClosed)
+		r.acceptErr <- err // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept kept waiting after shutdown")
+	}
+	silent, ready := r.held()
+	assert.Empty(t, silent)
+	assert.Zero(t, ready)
+	assert.Zero(t, r.counters.evicted.Load(), "closed by the shutdown, not for room")
+	assert.Equal(t, a, r.l.quarantine.hold(a), "nothing is held once closed")
+}
+
+// TestQuarantineNotUnderPressure: below the eviction threshold an empty
+// newcomer takes a slot at once, as before, and the quarantine stays idle.
+func TestQuarantineNotUnderPressure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var counters connCounters
+	l := newConnLimiter(ln, 8, &counters, discardLogger())
+	defer l.Close()
+	clearDeferAccept(t, ln)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	nc, err := l.Accept()
+	require.NoError(t, err)
+	assert.Equal(t, c.LocalAddr().String(), nc.RemoteAddr().String())
+	assert.Equal(t, slotWaiting, nc.(*limitedConn).state)
+	assert.Equal(t, -1, int(l.quarantine.listenerFD), "the listener is not watched")
+}
+
+// TestLateProbeSurvivesEmptyAccepts is the SYN-cookie condition in
+// miniature: with the deferral off, every connection is accepted with
+// whatever it has sent, and a churn of stalled clients evicts the oldest
+// waiting connection several times a millisecond. A probe that writes its
+// request 20 ms after its handshake is accepted empty; admitted to a slot,
+// it would be among the first evicted. Held in quarantine, it is answered.
+// The idle clients beside the churn stay within the quarantine's size:
+// more silent arrivals than it holds within a probe's delay would close
+// the probe too (docs/load.md, at a descriptor limit of 128).
+func TestLateProbeSurvivesEmptyAccepts(t *testing.T) {
+	floodTest(t)
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
+	const limit = 8
+	s, _, ln := listenReady(t)
+	addr, _ := startServingOn(t, ln, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, limit) })
+	assertProbesAnswered(t, addr, 1) // Serve has set the deferral by now
+	clearDeferAccept(t, ln)
+
+	// A stalled client is silent from its accept until its write, which
+	// on a busy machine can come milliseconds later: at most limit of
+	// them and limit/2 idle ones are silent at once, with the probe fewer
+	// than the quarantine holds.
+	stopStalled := flood(t, addr, limit, stalled)
+	stopIdle := flood(t, addr, limit/2, idle)
+	eventually(t, func() bool { return s.conns.evicted.Load() > 1000 }, "the churn evicting")
+	// The flood runs in this process, on the test's cores: a probe whose
+	// request went out past the grace, delayed by the scheduler, says
+	// nothing about the quarantine, and is sent again.
+	answered := 0
+	for i := 0; answered < 10 && i < 100; i++ {
+		path := []string{"/healthz", "/readyz"}[i%2]
+		got, late, err := lateProbe(addr, path, 20*time.Millisecond)
+		if late >= quarantineGrace {
+			continue
+		}
+		require.NoError(t, err, "probe %d of %s, sent %v after its handshake", i, path, late)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n") && strings.HasSuffix(got, "\r\n\r\nok\n"), "probe %d: %q", i, got)
+		answered++
+	}
+	assert.Equal(t, 10, answered, "probes sent within the grace")
+	stopStalled()
+	stopIdle()
+	eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
+}
+
+// lateProbe connects, waits delay, sends a kubelet's request for path and
+// returns the whole answer, and how long after the handshake the request
+// was in fact sent.
+func lateProbe(addr, path string, delay time.Duration) (answer string, late time.Duration, err error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "", 0, err
+	}
+	defer c.Close()
+	connected := time.Now()
+	time.Sleep(delay) // the busy kubelet: the delay is the subject, not a wait for something
+	late = time.Since(connected)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"); err != nil {
+		return "", late, err
+	}
+	got, err := io.ReadAll(c)
+	if err == nil && len(got) == 0 {
+		err = errors.New("closed before any answer: evicted")
+	}
+	return string(got), late, err
+}

@@ -1,0 +1,22 @@
+//go:build !linux
+
+package health
+
+import (
+	"errors"
+	"time"
+)
+
+// readinessPoller exists on Linux only. Elsewhere there is no
+// TCP_DEFER_ACCEPT either, so every silent client arrives empty, and
+// holding them all apart would change more than the one case the
+// quarantine is for: empty connections are admitted as any other.
+type readinessPoller struct{}
+
+func newReadinessPoller() (*readinessPoller, error) { return nil, errors.ErrUnsupported }
+
+func (*readinessPoller) watch(int32) error               { return errors.ErrUnsupported }
+func (*readinessPoller) watchListener(int32) error       { return errors.ErrUnsupported }
+func (*readinessPoller) unwatch(int32) error             { return errors.ErrUnsupported }
+func (*readinessPoller) wait(time.Time) ([]int32, error) { return nil, errors.ErrUnsupported }
+func (*readinessPoller) close() error                    { return nil }
