@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 )
@@ -109,7 +110,7 @@ type poller struct {
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	replacing := s.poller != nil
 	if replacing {
 		s.poller.cancel()
@@ -227,7 +228,7 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 			err = &checkGoexit{stack: debug.Stack()}
 		}
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlockInBackground()
 		p.inFlight = false
 		if s.poller != p {
 			return // replaced while fn ran: this result feeds nothing
@@ -244,7 +245,7 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 // as fn returns.
 func (s *Server) markStalled(p *poller, run uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.poller != p || p.run != run || !p.inFlight {
 		return
 	}
@@ -260,7 +261,7 @@ func (s *Server) setCheck(next checkVerdict) {
 	s.check = next
 	switch {
 	case next.stalled && !prev.stalled:
-		s.logger.Error("health: data-plane check stalled", "after", s.stallBound())
+		s.log(slog.LevelError, "health: data-plane check stalled", "after", s.stallBound())
 	case next.stalled:
 	case next.err != nil && (prev.err == nil || prev.stalled || newBug(prev.err, next.err)):
 		// A panic or a Goexit after failures is logged too: its
@@ -273,9 +274,9 @@ func (s *Server) setCheck(next checkVerdict) {
 		case *checkGoexit:
 			attrs = append(attrs, "stack", string(bug.stack))
 		}
-		s.logger.Error("health: data-plane check failed", attrs...)
+		s.log(slog.LevelError, "health: data-plane check failed", attrs...)
 	case next.err == nil && (prev.err != nil || prev.stalled) && s.poller != nil:
-		s.logger.Info("health: data-plane check recovered")
+		s.log(slog.LevelInfo, "health: data-plane check recovered")
 	}
 	s.update()
 }

@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -98,7 +99,7 @@ func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	}
 	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: true}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	w.last.Store(int64(s.sinceEpoch()))
 	s.watch.list = append(s.watch.list, w)
 	s.watchDeadlines()
@@ -135,14 +136,14 @@ func (w *Watchdog) Beat() {
 // publishes the verdict before Beat returns.
 func (s *Server) beatOverdue(w *Watchdog) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if w.stopped || !w.overdue {
 		return // stopped, or another Beat got here first and published
 	}
 	w.overdue = false
 	if w.late {
 		w.late = false
-		s.logger.Info("health: subsystem responsive again", "subsystem", w.name)
+		s.log(slog.LevelInfo, "health: subsystem responsive again", "subsystem", w.name)
 	}
 	s.watchDeadlines()
 	s.update()
@@ -157,7 +158,7 @@ func (s *Server) beatOverdue(w *Watchdog) {
 func (w *Watchdog) Stop() {
 	s := w.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if w.stopped {
 		return
 	}
@@ -211,7 +212,7 @@ func (s *Server) watchDeadlines() {
 // next deadline.
 func (s *Server) deadlinesPassed(gen uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if gen != s.watch.gen {
 		return // stopped or replaced after it fired
 	}
@@ -235,7 +236,7 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		w.late = true
 		w.timeouts++
 		changed = true
-		s.logger.Error("health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
+		s.log(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
 	}
 	s.watchDeadlines()
 	if changed {
