@@ -37,12 +37,14 @@ type checkVerdict struct {
 type checkCounters struct {
 	runs, failures, panics, stalls uint64
 	lastDuration                   time.Duration
-	lastReturned                   time.Time
+	returned                       bool          // a check has returned
+	lastReturned                   time.Duration // when, since Server.epoch
 	lastErr                        error
 }
 
-// record counts a check that returned err after running from start to end.
-func (cc *checkCounters) record(err error, start, end time.Time) {
+// record counts a check that returned err after running for duration,
+// at returned since Server.epoch.
+func (cc *checkCounters) record(err error, duration, returned time.Duration) {
 	cc.runs++
 	if err != nil {
 		cc.failures++
@@ -50,22 +52,27 @@ func (cc *checkCounters) record(err error, start, end time.Time) {
 	if _, ok := err.(*checkPanic); ok {
 		cc.panics++
 	}
-	cc.lastDuration = end.Sub(start)
-	cc.lastReturned = end
+	cc.lastDuration = duration
+	cc.returned = true
+	cc.lastReturned = returned
 	cc.lastErr = err
 }
 
-func (cc *checkCounters) status(installed bool) CheckStatus {
-	return CheckStatus{
+// status is CheckStatus at the clock reading now.
+func (cc *checkCounters) status(installed bool, now clockReading) CheckStatus {
+	st := CheckStatus{
 		Installed:    installed,
 		Runs:         cc.runs,
 		Failures:     cc.failures,
 		Panics:       cc.panics,
 		Stalls:       cc.stalls,
 		LastDuration: cc.lastDuration,
-		LastReturned: cc.lastReturned,
 		LastError:    cc.lastErr,
 	}
+	if cc.returned {
+		st.LastReturned = now.at(cc.lastReturned)
+	}
+	return st
 }
 
 // poller is one SetDataPlaneCheck's background loop. Its fields other than
@@ -233,7 +240,7 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 		if s.poller != p {
 			return // replaced while fn ran: this result feeds nothing
 		}
-		s.checks.record(err, start, end)
+		s.checks.record(err, end.Sub(start), end.Sub(s.epoch))
 		s.setCheck(checkVerdict{err: err})
 	}()
 	err = callCheck(fn)

@@ -28,9 +28,11 @@ type Server struct {
 	// it before the first SetDataPlaneCheck.
 	checkPeriod time.Duration
 
-	// epoch is the origin of the watchdogs' monotonic clock readings, so
-	// that a Beat stores a number rather than a time.Time. It never
-	// changes after NewServer.
+	// epoch is the origin of the monotonic clock readings the Server
+	// keeps (a watchdog's Beats, the check's last return), so that a Beat
+	// stores a number rather than a time.Time. Only its monotonic reading
+	// is used: its wall reading goes stale when the wall clock is stepped.
+	// It never changes after NewServer.
 	epoch time.Time
 
 	mu              sync.Mutex

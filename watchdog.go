@@ -49,9 +49,11 @@ type WatchdogStatus struct {
 	// Beats counts the Beats since Watch: a count that stops growing
 	// shows a hung loop before its timeout does.
 	Beats uint64
-	// LastBeat is when the watchdog last beat; zero before the first. It
-	// carries a monotonic clock reading, so time.Since(LastBeat) is exact
-	// even if the wall clock has been stepped since.
+	// LastBeat is when the watchdog last beat; zero before the first. Its
+	// wall reading is the wall clock at Status less the time since the
+	// Beat, so it stays right if the wall clock is stepped in between (it
+	// may move by the clock's slew from one Status to the next); its
+	// monotonic reading makes time.Since(LastBeat) exact.
 	LastBeat time.Time
 	// Overdue is whether it is unmet now: no Beat yet, or none within
 	// Timeout.
@@ -282,8 +284,8 @@ func (s *Server) unresponsiveDetail() error {
 }
 
 // watchdogStatus returns the Status of every watched watchdog, in Watch
-// order. s.mu must be held.
-func (s *Server) watchdogStatus() []WatchdogStatus {
+// order, at the clock reading now. s.mu must be held.
+func (s *Server) watchdogStatus(now clockReading) []WatchdogStatus {
 	if len(s.watch.list) == 0 {
 		return nil
 	}
@@ -293,7 +295,7 @@ func (s *Server) watchdogStatus() []WatchdogStatus {
 		// a count above zero has its time stored.
 		st[i] = WatchdogStatus{Name: w.name, Timeout: w.timeout, Beats: w.beats.Load(), Overdue: w.overdue, Timeouts: w.timeouts}
 		if st[i].Beats > 0 {
-			st[i].LastBeat = s.epoch.Add(time.Duration(w.last.Load()))
+			st[i].LastBeat = now.at(time.Duration(w.last.Load()))
 		}
 	}
 	return st

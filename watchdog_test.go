@@ -358,6 +358,22 @@ func TestWatchdogStatus(t *testing.T) {
 	assert.Empty(t, s.Status().Unmet)
 }
 
+// TestWatchdogLastBeatAfterClockStep: LastBeat is the Beat's time as the
+// wall clock reads now, so that time() minus it, on a dashboard, is the
+// Beat's age even after the wall clock was stepped between NewServer, the
+// Beat and Status.
+func TestWatchdogLastBeatAfterClockStep(t *testing.T) {
+	s, _ := newReadyServer(t)
+	w := s.Watch("loop", time.Hour)
+	defer w.Stop()
+	before := time.Now()
+	w.Beat()
+	after := time.Now()
+	for _, step := range []time.Duration{0, time.Hour, -time.Hour} {
+		assertWallBetween(t, s.status(steppedClock(s, step)).Watchdogs[0].LastBeat, before, after, step)
+	}
+}
+
 // TestBeatTakesNoLockAndAllocatesNothing: a Beat on a met watchdog
 // completes while another goroutine holds the Server's lock, and
 // allocates nothing.
