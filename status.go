@@ -25,6 +25,12 @@ type Status struct {
 	Probes ProbeCounts // answers of Handler(), wherever it is mounted
 	// Watchdogs describes every watchdog not stopped, in Watch order.
 	Watchdogs []WatchdogStatus
+	// WatchdogTotals holds, for every name ever given to Watch, in the
+	// order of its first Watch, the Beats and Timeouts of all its
+	// watchdogs, stopped ones included: counters that never fall, for
+	// metrics (see WatchdogTotals). A name stays for the Server's life,
+	// so watch loops under a fixed set of names, not one per peer.
+	WatchdogTotals []WatchdogTotals
 	// Stopped holds the names given to SetSubsystemStopped, each once, in
 	// the order of their first call: the names behind ErrSubsystemStopped,
 	// which otherwise only the log and Ready's text carry.
@@ -110,7 +116,8 @@ func (pc *probeCounters) counts() ProbeCounts {
 // Unmet has its name in Stopped). The probe and connection counters and
 // the watchdogs' Beats and LastBeat are read one by one while probes and
 // Beats go on, so they may be a probe, a connection or a Beat apart from
-// each other.
+// each other; WatchdogTotals add the very counts listed in Watchdogs, so
+// the two agree.
 func (s *Server) Status() Status { return s.status(s.readClock()) }
 
 // status is Status at the clock reading now, which a test may step.
@@ -119,15 +126,16 @@ func (s *Server) status(now clockReading) Status {
 	unmet := s.answer.Load().unmet
 	check := s.checks.status(s.poller != nil, now)
 	stopped := slices.Clone(s.stopped)
-	watchdogs := s.watchdogStatus(now)
+	watchdogs, totals := s.watchdogStatus(now)
 	s.mu.Unlock()
 	return Status{
-		Unmet:     unmet.sentinels(),
-		Check:     check,
-		Conns:     s.conns.status(),
-		Probes:    s.probes.counts(),
-		Watchdogs: watchdogs,
-		Stopped:   stopped,
+		Unmet:          unmet.sentinels(),
+		Check:          check,
+		Conns:          s.conns.status(),
+		Probes:         s.probes.counts(),
+		Watchdogs:      watchdogs,
+		WatchdogTotals: totals,
+		Stopped:        stopped,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ type Watchdog struct {
 	s       *Server
 	name    string
 	timeout time.Duration
+	total   int // its name's index in watchState.totals
 
 	// last is the monotonic time of the last Beat, in nanoseconds since
 	// s.epoch; before the first Beat, the time of Watch, so that the
@@ -64,10 +66,28 @@ type WatchdogStatus struct {
 	Timeouts uint64
 }
 
+// WatchdogTotals counts the Beats and Timeouts of every watchdog watched
+// under one name since NewServer, the stopped ones included (Status). It
+// is there for metrics: Status.Watchdogs lists only the watchdogs watched
+// now, so a sum over it by name falls when one stops (a worker of a pool
+// ends on purpose), and a metrics system reads a counter that falls as a
+// reset, which fires an increase() alert on timeouts that never happened.
+// These totals never fall.
+type WatchdogTotals struct {
+	Name     string
+	Beats    uint64
+	Timeouts uint64
+}
+
 // watchState is the Server's watchdogs and the one timer that watches
 // their deadlines. It is guarded by Server.mu.
 type watchState struct {
 	list []*Watchdog // watched (not stopped), in Watch order
+	// totals holds, for every name ever watched, in the order of its
+	// first Watch, the Beats and Timeouts of its stopped watchdogs;
+	// Status adds those of the watched ones. names indexes it.
+	totals []WatchdogTotals
+	names  map[string]int
 	// timer fires at the earliest deadline of the watchdogs not yet
 	// late; it is nil when none needs watching, so that nothing of the
 	// watchdogs is left once the last one is stopped. A firing whose
@@ -93,8 +113,10 @@ type watchState struct {
 // earliest deadline, never by probes.
 //
 // Any number of watchdogs may be watched, under any names, repeated ones
-// too. A non-positive timeout panics, naming the watchdog, as
-// time.NewTicker does: it is a programming error, not input.
+// too. Each name keeps its totals in Status.WatchdogTotals for the
+// Server's life, so name loops by kind ("reconcile"), not by peer. A
+// non-positive timeout panics, naming the watchdog, as time.NewTicker
+// does: it is a programming error, not input.
 func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	if timeout <= 0 {
 		panic(fmt.Sprintf("health: Watch %q: timeout %v is not positive", name, timeout))
@@ -102,6 +124,7 @@ func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: true}
 	s.mu.Lock()
 	defer s.unlock()
+	w.total = s.watch.totalOf(name)
 	w.last.Store(int64(s.sinceEpoch()))
 	s.watch.list = append(s.watch.list, w)
 	s.watchDeadlines()
@@ -165,6 +188,10 @@ func (w *Watchdog) Stop() {
 		return
 	}
 	w.stopped = true
+	// Its counts stay in its name's totals. A Beat that counts after
+	// this load came after Stop, and does nothing.
+	s.watch.totals[w.total].Beats += w.beats.Load()
+	s.watch.totals[w.total].Timeouts += w.timeouts
 	for i, x := range s.watch.list {
 		if x == w {
 			s.watch.list = append(s.watch.list[:i:i], s.watch.list[i+1:]...)
@@ -283,13 +310,34 @@ func (s *Server) unresponsiveDetail() error {
 	return fmt.Errorf("%w: %s", ErrSubsystemUnresponsive, strings.Join(names, ", "))
 }
 
-// watchdogStatus returns the Status of every watched watchdog, in Watch
-// order, at the clock reading now. s.mu must be held.
-func (s *Server) watchdogStatus(now clockReading) []WatchdogStatus {
-	if len(s.watch.list) == 0 {
-		return nil
+// totalOf returns the index of name's totals, making them at its first
+// Watch.
+func (ws *watchState) totalOf(name string) int {
+	i, ok := ws.names[name]
+	if !ok {
+		if ws.names == nil {
+			ws.names = make(map[string]int)
+		}
+		i = len(ws.totals)
+		ws.names[name] = i
+		ws.totals = append(ws.totals, WatchdogTotals{Name: name})
 	}
-	st := make([]WatchdogStatus, len(s.watch.list))
+	return i
+}
+
+// watchdogStatus returns the Status of every watched watchdog, in Watch
+// order, at the clock reading now, and the totals of every name ever
+// watched, which add the same counts to those of the stopped watchdogs.
+// s.mu must be held.
+func (s *Server) watchdogStatus(now clockReading) ([]WatchdogStatus, []WatchdogTotals) {
+	if len(s.watch.totals) == 0 {
+		return nil, nil
+	}
+	totals := slices.Clone(s.watch.totals)
+	var st []WatchdogStatus
+	if len(s.watch.list) > 0 {
+		st = make([]WatchdogStatus, len(s.watch.list))
+	}
 	for i, w := range s.watch.list {
 		// beats before last: a Beat stores last before it counts, so
 		// a count above zero has its time stored.
@@ -297,6 +345,8 @@ func (s *Server) watchdogStatus(now clockReading) []WatchdogStatus {
 		if st[i].Beats > 0 {
 			st[i].LastBeat = now.at(time.Duration(w.last.Load()))
 		}
+		totals[w.total].Beats += st[i].Beats
+		totals[w.total].Timeouts += st[i].Timeouts
 	}
-	return st
+	return st, totals
 }
