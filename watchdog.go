@@ -107,6 +107,13 @@ type watchState struct {
 // Watch each loop before it starts, at bring-up, and choose a timeout well
 // above the longest turn the loop can take when it is healthy.
 //
+// A timeout is meant in seconds to minutes: a second at the least, and
+// several times the loop's longest healthy turn and its idle tick. Every
+// deadline passed is a real event, logged at error level, taken out of
+// service and logged back, with two wakes of Changed; a timeout near a
+// turn's length (milliseconds) would make each slow turn all of that, and
+// flood the log with lines that mean nothing.
+//
 // A loop that waits for events must beat on an idle tick too (a time.Ticker
 // of a fraction of timeout in its select), or a quiet hour would look like
 // a hang. Deadlines are watched by one timer per Server, armed at the
