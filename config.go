@@ -52,6 +52,14 @@ func (c *Config) IsEnabled() bool {
 // a host name made of RFC 1123 labels: "localhost", "node-1.example". Empty
 // brackets ("[]:9101") are refused, although net.Listen would read them as
 // every interface: that opt-in is written ":9101", never by accident.
+//
+// A zone is an interface's name or index, 1 to 15 letters, digits, dots,
+// underscores or hyphens: the names Linux and the BSDs give interfaces fit
+// (IFNAMSIZ is 16 with the NUL), and on Windows, whose interface names
+// hold spaces, the index does. A host name that is numbers in C's
+// notation ("0x7f000001", "0x7f.0x1", "0x0") is refused: the C library's
+// resolver, which Go uses on some systems, reads it as an IPv4 address
+// ("0x0" is every interface), where Go's own reads a name.
 func (c *Config) Validate() error {
 	if c.Listen == "" {
 		return fmt.Errorf("health: listen is empty: call ApplyDefaults before Validate to get DefaultListen (%q), or set host:port", DefaultListen)
@@ -79,8 +87,13 @@ func (c *Config) Validate() error {
 		if host == "" {
 			return fmt.Errorf("health: listen %q: empty brackets; to listen on every interface, write %q", c.Listen, ":"+port)
 		}
-		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() {
 			return fmt.Errorf("health: listen %q: host %q in brackets is not an IPv6 address", c.Listen, host)
+		}
+		if zone := a.Zone(); zone != "" && !isZone(zone) {
+			return fmt.Errorf("health: listen %q: zone %q of host %q is not an interface name or index: "+
+				"1 to %d letters, digits, dots, underscores or hyphens", c.Listen, zone, host, maxZoneLen)
 		}
 		return nil
 	}
@@ -147,7 +160,55 @@ func hostNameFault(host string) string {
 	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" {
 		return fmt.Sprintf("its last label %q is all digits, which only an IP address has", last)
 	}
+	if isInetAtonForm(labels) {
+		return "its labels are numbers in C's notation (0x hex, 0 octal), which the C library's resolver " +
+			"reads as an IPv4 address and Go's as a name; write the address in dotted decimal"
+	}
 	return ""
+}
+
+// isInetAtonForm reports whether labels are one to four numbers as
+// inet_aton(3) reads them: decimal, hex after 0x, octal after 0. glibc's
+// getaddrinfo tries inet_aton before any lookup, so "0x7f.1" binds
+// 127.0.0.1 under the cgo resolver and is looked up as a name under Go's.
+// Forms glibc refuses (0x without a digit, a value out of range) are
+// taken too: such a name means nothing either way, and another libc may
+// read it.
+func isInetAtonForm(labels []string) bool {
+	if len(labels) > 4 {
+		return false
+	}
+	for _, label := range labels {
+		digits, of := label, "0123456789"
+		if len(label) >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X') {
+			digits, of = label[2:], "0123456789abcdefABCDEF"
+		}
+		if strings.Trim(digits, of) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// maxZoneLen is the longest interface name Linux and the BSDs allow:
+// IFNAMSIZ (16) less its NUL.
+const maxZoneLen = 15
+
+// isZone reports whether zone can name an interface, by name or index, on
+// every system Go listens on: 1 to maxZoneLen letters, digits, dots,
+// underscores and hyphens, and not "." or "..", which Linux refuses as
+// names. A zone net.Listen cannot resolve ("eth0%eth1", "a/b") would
+// otherwise pass Validate and fail only at Listen, or on another node.
+func isZone(zone string) bool {
+	if len(zone) == 0 || len(zone) > maxZoneLen || zone == "." || zone == ".." {
+		return false
+	}
+	for i := 0; i < len(zone); i++ {
+		if b := zone[i]; !isLetterOrDigit(b) && b != '.' && b != '_' && b != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 func isLetterOrDigit(b byte) bool {

@@ -26,6 +26,10 @@ func TestConfigDefaults(t *testing.T) {
 	assert.False(t, (&Config{Enabled: &no}).IsEnabled())
 }
 
+// cNotation is Validate's reason for a host name that inet_aton reads.
+const cNotation = "its labels are numbers in C's notation (0x hex, 0 octal), which the C library's resolver " +
+	"reads as an IPv4 address and Go's as a name; write the address in dotted decimal"
+
 func TestConfigValidate(t *testing.T) {
 	good := []string{
 		"127.0.0.1:9101", "127.0.0.1:0", ":9101", "0.0.0.0:0", "[::1]:9101", "[::1]:0", "[::]:65535",
@@ -33,6 +37,12 @@ func TestConfigValidate(t *testing.T) {
 		"localhost:0", "localhost:9101", "node-1.example:9101", "NODE-1.Example:80", "a:0", "1a:0", "x1.example.9z:0",
 		"xn--bcher-kva.example:0", strings.Repeat("a", 63) + ".example:0",
 		strings.Repeat(strings.Repeat("a", 62)+".", 4) + "b:0", // 253 bytes
+		// Labels that are not all numbers in C's notation, or more of
+		// them than inet_aton reads.
+		"0xg:0", "0x1g.example:0", "a.0x1:0", "0x1.0x2.0x3.0x4.0x5:0", "deadbeef:0",
+		// A zone is an interface's name or index.
+		"[fe80::1%25]:0", "[fe80::1%enp0s31f6]:0", "[fe80::1%flannel.1]:0", "[fe80::1%vxlan_calico]:0",
+		"[fe80::1%br-0123456789a]:0", "[fe80::1%" + strings.Repeat("a", 15) + "]:0",
 	}
 	for _, listen := range good {
 		t.Run(listen, func(t *testing.T) {
@@ -76,6 +86,21 @@ func TestConfigValidate(t *testing.T) {
 		{"127.0.0.256:0", `health: listen "127.0.0.256:0": host "127.0.0.256" is neither an IP address nor a host name: its last label "256" is all digits, which only an IP address has`},
 		{"10.1:0", `health: listen "10.1:0": host "10.1" is neither an IP address nor a host name: its last label "1" is all digits, which only an IP address has`},
 		{"1234:0", `health: listen "1234:0": host "1234" is neither an IP address nor a host name: its last label "1234" is all digits, which only an IP address has`},
+		{"0x7f.1:0", `health: listen "0x7f.1:0": host "0x7f.1" is neither an IP address nor a host name: its last label "1" is all digits, which only an IP address has`},
+		// What inet_aton, and so the C library's resolver, reads as an
+		// IPv4 address: 127.0.0.1, 127.0.0.1, every interface, the same,
+		// 127.0.0.1, 1.0.0.1. Then forms glibc refuses (a 0x without a
+		// digit, a value out of range), refused too: they mean nothing
+		// either way, and another libc may differ.
+		{"0x7f000001:9101", `health: listen "0x7f000001:9101": host "0x7f000001" is neither an IP address nor a host name: ` + cNotation},
+		{"0x7f.0x1:9101", `health: listen "0x7f.0x1:9101": host "0x7f.0x1" is neither an IP address nor a host name: ` + cNotation},
+		{"0x0:9101", `health: listen "0x0:9101": host "0x0" is neither an IP address nor a host name: ` + cNotation},
+		{"0x00.0x0:9101", `health: listen "0x00.0x0:9101": host "0x00.0x0" is neither an IP address nor a host name: ` + cNotation},
+		{"0X7F.0.0.0X1:0", `health: listen "0X7F.0.0.0X1:0": host "0X7F.0.0.0X1" is neither an IP address nor a host name: ` + cNotation},
+		{"1.0x1:0", `health: listen "1.0x1:0": host "1.0x1" is neither an IP address nor a host name: ` + cNotation},
+		{"0x.0x1:0", `health: listen "0x.0x1:0": host "0x.0x1" is neither an IP address nor a host name: ` + cNotation},
+		{"0xfff.0x1:0", `health: listen "0xfff.0x1:0": host "0xfff.0x1" is neither an IP address nor a host name: ` + cNotation},
+		{"0x:0", `health: listen "0x:0": host "0x" is neither an IP address nor a host name: ` + cNotation},
 		{strings.Repeat("a", 64) + ".example:0", `health: listen "` + strings.Repeat("a", 64) + `.example:0": host "` + strings.Repeat("a", 64) + `.example" is neither an IP address nor a host name: label "` + strings.Repeat("a", 64) + `" is longer than 63 bytes`},
 		{strings.Repeat(strings.Repeat("a", 62)+".", 4) + "bc:0", `health: listen "` + strings.Repeat(strings.Repeat("a", 62)+".", 4) + `bc:0": host "` + strings.Repeat(strings.Repeat("a", 62)+".", 4) + `bc" is neither an IP address nor a host name: longer than 253 bytes`},
 		// netip.ParseAddr accepts any byte in an IPv6 zone; Validate must not.
@@ -86,6 +111,14 @@ func TestConfigValidate(t *testing.T) {
 		{"[fe80::1%a\u00e9b]:9101", `health: listen "[fe80::1%aéb]:9101": host "fe80::1%aéb" holds a space or a byte outside printable ASCII`},
 		{"[fe80::1%a\xffb]:9101", `health: listen "[fe80::1%a\xffb]:9101": host "fe80::1%a\xffb" holds a space or a byte outside printable ASCII`},
 		{"a\tb:9101", `health: listen "a\tb:9101": host "a\tb" holds a space or a byte outside printable ASCII`},
+		// A zone no interface can have.
+		{"[fe80::1%eth0%eth1]:9101", `health: listen "[fe80::1%eth0%eth1]:9101": zone "eth0%eth1" of host "fe80::1%eth0%eth1" is not an interface name or index: 1 to 15 letters, digits, dots, underscores or hyphens`},
+		{"[::1%a/b]:9101", `health: listen "[::1%a/b]:9101": zone "a/b" of host "::1%a/b" is not an interface name or index: 1 to 15 letters, digits, dots, underscores or hyphens`},
+		{"[fe80::1%a:b]:0", `health: listen "[fe80::1%a:b]:0": zone "a:b" of host "fe80::1%a:b" is not an interface name or index: 1 to 15 letters, digits, dots, underscores or hyphens`},
+		{"[fe80::1%eth0@if5]:0", `health: listen "[fe80::1%eth0@if5]:0": zone "eth0@if5" of host "fe80::1%eth0@if5" is not an interface name or index: 1 to 15 letters, digits, dots, underscores or hyphens`},
+		{"[fe80::1%..]:0", `health: listen "[fe80::1%..]:0": zone ".." of host "fe80::1%.." is not an interface name or index: 1 to 15 letters, digits, dots, underscores or hyphens`},
+		{"[fe80::1%" + strings.Repeat("a", 16) + "]:0", `health: listen "[fe80::1%` + strings.Repeat("a", 16) + `]:0": zone "` + strings.Repeat("a", 16) + `" of host "fe80::1%` + strings.Repeat("a", 16) + `" is not an interface name or index: 1 to 15 letters, digits, dots, underscores or hyphens`},
+		{"[fe80::1%]:0", `health: listen "[fe80::1%]:0": host "fe80::1%" in brackets is not an IPv6 address`},
 	}
 	for _, tc := range bad {
 		t.Run(tc.listen, func(t *testing.T) {

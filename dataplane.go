@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 )
@@ -36,12 +37,14 @@ type checkVerdict struct {
 type checkCounters struct {
 	runs, failures, panics, stalls uint64
 	lastDuration                   time.Duration
-	lastReturned                   time.Time
+	returned                       bool          // a check has returned
+	lastReturned                   time.Duration // when, since Server.epoch
 	lastErr                        error
 }
 
-// record counts a check that returned err after running from start to end.
-func (cc *checkCounters) record(err error, start, end time.Time) {
+// record counts a check that returned err after running for duration,
+// at returned since Server.epoch.
+func (cc *checkCounters) record(err error, duration, returned time.Duration) {
 	cc.runs++
 	if err != nil {
 		cc.failures++
@@ -49,22 +52,27 @@ func (cc *checkCounters) record(err error, start, end time.Time) {
 	if _, ok := err.(*checkPanic); ok {
 		cc.panics++
 	}
-	cc.lastDuration = end.Sub(start)
-	cc.lastReturned = end
+	cc.lastDuration = duration
+	cc.returned = true
+	cc.lastReturned = returned
 	cc.lastErr = err
 }
 
-func (cc *checkCounters) status(installed bool) CheckStatus {
-	return CheckStatus{
+// status is CheckStatus at the clock reading now.
+func (cc *checkCounters) status(installed bool, now clockReading) CheckStatus {
+	st := CheckStatus{
 		Installed:    installed,
 		Runs:         cc.runs,
 		Failures:     cc.failures,
 		Panics:       cc.panics,
 		Stalls:       cc.stalls,
 		LastDuration: cc.lastDuration,
-		LastReturned: cc.lastReturned,
 		LastError:    cc.lastErr,
 	}
+	if cc.returned {
+		st.LastReturned = now.at(cc.lastReturned)
+	}
+	return st
 }
 
 // poller is one SetDataPlaneCheck's background loop. Its fields other than
@@ -109,7 +117,7 @@ type poller struct {
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	replacing := s.poller != nil
 	if replacing {
 		s.poller.cancel()
@@ -227,12 +235,12 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 			err = &checkGoexit{stack: debug.Stack()}
 		}
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlockInBackground()
 		p.inFlight = false
 		if s.poller != p {
 			return // replaced while fn ran: this result feeds nothing
 		}
-		s.checks.record(err, start, end)
+		s.checks.record(err, end.Sub(start), end.Sub(s.epoch))
 		s.setCheck(checkVerdict{err: err})
 	}()
 	err = callCheck(fn)
@@ -244,7 +252,7 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 // as fn returns.
 func (s *Server) markStalled(p *poller, run uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.poller != p || p.run != run || !p.inFlight {
 		return
 	}
@@ -260,7 +268,7 @@ func (s *Server) setCheck(next checkVerdict) {
 	s.check = next
 	switch {
 	case next.stalled && !prev.stalled:
-		s.logger.Error("health: data-plane check stalled", "after", s.stallBound())
+		s.log(slog.LevelError, "health: data-plane check stalled", "after", s.stallBound())
 	case next.stalled:
 	case next.err != nil && (prev.err == nil || prev.stalled || newBug(prev.err, next.err)):
 		// A panic or a Goexit after failures is logged too: its
@@ -273,9 +281,9 @@ func (s *Server) setCheck(next checkVerdict) {
 		case *checkGoexit:
 			attrs = append(attrs, "stack", string(bug.stack))
 		}
-		s.logger.Error("health: data-plane check failed", attrs...)
+		s.log(slog.LevelError, "health: data-plane check failed", attrs...)
 	case next.err == nil && (prev.err != nil || prev.stalled) && s.poller != nil:
-		s.logger.Info("health: data-plane check recovered")
+		s.log(slog.LevelInfo, "health: data-plane check recovered")
 	}
 	s.update()
 }

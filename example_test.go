@@ -204,14 +204,14 @@ func ExampleServer_Status() {
 			value           float64
 		}{
 			{"check_installed", "gauge", "Whether a data-plane check is set (1) or not (0).", one(st.Check.Installed)},
-			{"check_runs_total", "counter", "Data-plane checks that returned, failures and panics included.", float64(st.Check.Runs)},
-			{"check_failures_total", "counter", "Data-plane checks that returned an error or panicked.", float64(st.Check.Failures)},
+			{"check_runs_total", "counter", "Data-plane checks that returned, failures, panics and calls of runtime.Goexit included.", float64(st.Check.Runs)},
+			{"check_failures_total", "counter", "Data-plane checks that returned an error, panicked or called runtime.Goexit.", float64(st.Check.Failures)},
 			{"check_panics_total", "counter", "Data-plane checks that panicked.", float64(st.Check.Panics)},
 			{"check_stalls_total", "counter", "Data-plane checks that ran past the stall bound (three check periods).", float64(st.Check.Stalls)},
 			{"check_last_duration_seconds", "gauge", "How long the last returned data-plane check ran.", st.Check.LastDuration.Seconds()},
 			{"check_last_return_timestamp_seconds", "gauge", "When the last data-plane check returned, in seconds since the Unix epoch; 0 before the first.", unixSeconds(st.Check.LastReturned)},
 			{"connections_held", "gauge", "Connections the probe listener holds now.", float64(st.Conns.Held)},
-			{"connections_limit", "gauge", "The bound on the connections the probe listener holds; 0 before Serve starts.", float64(st.Conns.Limit)},
+			{"connections_limit", "gauge", "The bound on the connections the probe listener holds; 0 while Serve is not running.", float64(st.Conns.Limit)},
 			{"connections_accepted_total", "counter", "Connections the probe listener accepted.", float64(st.Conns.Accepted)},
 			{"connections_evicted_total", "counter", "Connections the probe listener closed to make room, before they sent a request: a local flood's signature.", float64(st.Conns.Evicted)},
 			{"connections_pressure", "gauge", "Whether the probe listener is evicting connections to make room (1) or not (0).", one(st.Conns.Pressure)},
@@ -247,10 +247,10 @@ func ExampleServer_Status() {
 	// # HELP health_check_installed Whether a data-plane check is set (1) or not (0).
 	// # TYPE health_check_installed gauge
 	// health_check_installed 0
-	// # HELP health_check_runs_total Data-plane checks that returned, failures and panics included.
+	// # HELP health_check_runs_total Data-plane checks that returned, failures, panics and calls of runtime.Goexit included.
 	// # TYPE health_check_runs_total counter
 	// health_check_runs_total 0
-	// # HELP health_check_failures_total Data-plane checks that returned an error or panicked.
+	// # HELP health_check_failures_total Data-plane checks that returned an error, panicked or called runtime.Goexit.
 	// # TYPE health_check_failures_total counter
 	// health_check_failures_total 0
 	// # HELP health_check_panics_total Data-plane checks that panicked.
@@ -268,7 +268,7 @@ func ExampleServer_Status() {
 	// # HELP health_connections_held Connections the probe listener holds now.
 	// # TYPE health_connections_held gauge
 	// health_connections_held 0
-	// # HELP health_connections_limit The bound on the connections the probe listener holds; 0 before Serve starts.
+	// # HELP health_connections_limit The bound on the connections the probe listener holds; 0 while Serve is not running.
 	// # TYPE health_connections_limit gauge
 	// health_connections_limit 0
 	// # HELP health_connections_accepted_total Connections the probe listener accepted.

@@ -35,6 +35,11 @@
 // answer is computed when a latch or the poller changes it, and a probe only
 // loads it.
 //
+// The log is the agent's, and it may stop taking lines (stderr that nobody
+// reads blocks). So a line is written after the change it reports is
+// published, never under a lock: a blocked log holds back neither
+// readiness nor any method, and a log handler may call the Server.
+//
 // Anything that can reach the port can use it, so [Server.Serve] bounds
 // what a connection can hold (time, header bytes, one request) and how many
 // connections it holds, evicting those without a complete request rather

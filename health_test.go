@@ -43,6 +43,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type logBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
+	// server, when set, is the Server whose log this is. A line decided
+	// in the timer's or the poller's goroutine is written after the
+	// answer it reports is published, so String first waits until the
+	// server has written every line it queued: a test that saw the
+	// answer then finds the line.
+	server *Server
 }
 
 func (b *logBuffer) Write(p []byte) (int, error) {
@@ -52,6 +58,9 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 }
 
 func (b *logBuffer) String() string {
+	if b.server != nil {
+		waitLogWritten(b.server)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -71,7 +80,8 @@ func (b *logBuffer) count(substr string) int {
 func newTestServer(t *testing.T) (*Server, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	return NewServer(Config{Listen: "127.0.0.1:0"}, slogTo(logs)), logs
+	logs.server = NewServer(Config{Listen: "127.0.0.1:0"}, slogTo(logs))
+	return logs.server, logs
 }
 
 // setLatches sets the two latches every agent sets on its way up.
@@ -223,7 +233,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 // nothing, because only a set check has a verdict.
 func setCheckVerdict(s *Server, v checkVerdict) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.poller == nil {
 		s.poller = &poller{cancel: func() {}}
 	}

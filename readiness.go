@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"log/slog"
 	"math/bits"
 	"slices"
 	"strings"
@@ -75,7 +76,7 @@ func (s *Server) SetDeliveryMode(m DeliveryMode) { s.set(func() { s.mode = m }) 
 // set changes the state under the lock and updates the verdict.
 func (s *Server) set(change func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	change()
 	s.update()
 }
@@ -89,8 +90,8 @@ func (s *Server) SetDeliveryStopped() { s.set(func() { s.deliveryStopped = true 
 // probe's body.
 func (s *Server) SetSubsystemStopped(name string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.logger.Error("health: subsystem stopped", "subsystem", name)
+	defer s.unlock()
+	s.log(slog.LevelError, "health: subsystem stopped", "subsystem", name)
 	for _, n := range s.stopped {
 		if n == name {
 			return
@@ -101,11 +102,12 @@ func (s *Server) SetSubsystemStopped(name string) {
 }
 
 // update recomputes the verdict from the latches and stores it if it
-// changed, logging a change of the /readyz answer once and waking Changed's
-// watchers when the set of unmet conditions changed. The line is written
-// before the verdict is published, so that whoever sees the new answer
-// finds its line in the log. s.mu must be held: the lock orders the stores,
-// so a probe never sees an older verdict after a newer one.
+// changed, queues a line for a change of the /readyz answer and wakes
+// Changed's watchers when the set of unmet conditions changed. s.mu must be
+// held: the lock orders the stores, so a probe never sees an older verdict
+// after a newer one, and it orders the lines as the changes they report.
+// The line is written once s.mu is released (s.unlock), after the verdict
+// is published: a log sink that blocks must not hold back the answer.
 func (s *Server) update() {
 	unmet := s.unmet()
 	first := unmet.first()
@@ -115,10 +117,10 @@ func (s *Server) update() {
 	if unmet == prev.unmet && checkSet == prev.checkSet && sameError(err, prev.err) {
 		return
 	}
+	s.answer.Store(newVerdict(unmet, err, checkSet))
 	if first != prev.reason {
 		s.logReadinessChange(prev.reason, first)
 	}
-	s.answer.Store(newVerdict(unmet, err, checkSet))
 	if unmet != prev.unmet {
 		s.announceChange()
 	}
@@ -129,15 +131,15 @@ func (s *Server) update() {
 // "data plane not configured", and a warning there would teach operators to
 // ignore the one that matters, which is a ready node going out of service.
 // Bring-up progress, recovery and a change from one unmet reason to another
-// are information.
+// are information. s.mu must be held.
 func (s *Server) logReadinessChange(prev, next reason) {
 	switch {
 	case next == reasonReady:
-		s.logger.Info("health: readiness changed", "ready", true)
+		s.log(slog.LevelInfo, "health: readiness changed", "ready", true)
 	case prev == reasonReady:
-		s.logger.Warn("health: readiness changed", "ready", false, "reason", next.String())
+		s.log(slog.LevelWarn, "health: readiness changed", "ready", false, "reason", next.String())
 	default:
-		s.logger.Info("health: readiness changed", "ready", false, "reason", next.String())
+		s.log(slog.LevelInfo, "health: readiness changed", "ready", false, "reason", next.String())
 	}
 }
 

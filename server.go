@@ -28,9 +28,11 @@ type Server struct {
 	// it before the first SetDataPlaneCheck.
 	checkPeriod time.Duration
 
-	// epoch is the origin of the watchdogs' monotonic clock readings, so
-	// that a Beat stores a number rather than a time.Time. It never
-	// changes after NewServer.
+	// epoch is the origin of the monotonic clock readings the Server
+	// keeps (a watchdog's Beats, the check's last return), so that a Beat
+	// stores a number rather than a time.Time. Only its monotonic reading
+	// is used: its wall reading goes stale when the wall clock is stepped.
+	// It never changes after NewServer.
 	epoch time.Time
 
 	mu              sync.Mutex
@@ -44,12 +46,24 @@ type Server struct {
 	poller          *poller // the current data-plane poller; nil when none is set
 	watch           watchState
 	changed         chan struct{} // Changed's channel; nil until someone asks
+
+	// logq holds the lines decided under mu until mu is released: a log
+	// sink that blocks must hold back neither the answer nor the lock.
+	logq logQueue
 }
 
 // NewServer returns a Server for cfg, with cfg's defaults applied. A nil
 // logger means slog.Default(). The new Server is not ready: registration is
 // pending, and the delivery mode is streaming, because the agent's
 // reconnect engine starts streaming and reports only transitions.
+//
+// A line about a change of state is written after the change is
+// published, by the goroutine that made it unless another is writing
+// already, and never under the Server's lock, so that a logger that blocks
+// holds back neither readiness nor any method. Lines keep their order and
+// the time and source of the change; while the logger is blocked, at most
+// 256 wait, and past that the oldest are dropped and counted in a line
+// "health: log lines dropped" written once it takes lines again.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
 	cfg.ApplyDefaults()
 	if logger == nil {

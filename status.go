@@ -25,6 +25,12 @@ type Status struct {
 	Probes ProbeCounts // answers of Handler(), wherever it is mounted
 	// Watchdogs describes every watchdog not stopped, in Watch order.
 	Watchdogs []WatchdogStatus
+	// WatchdogTotals holds, for every name ever given to Watch, in the
+	// order of its first Watch, the Beats and Timeouts of all its
+	// watchdogs, stopped ones included: counters that never fall, for
+	// metrics (see WatchdogTotals). A name stays for the Server's life,
+	// so watch loops under a fixed set of names, not one per peer.
+	WatchdogTotals []WatchdogTotals
 	// Stopped holds the names given to SetSubsystemStopped, each once, in
 	// the order of their first call: the names behind ErrSubsystemStopped,
 	// which otherwise only the log and Ready's text carry.
@@ -59,6 +65,10 @@ type CheckStatus struct {
 	// grows slower warns before one that stalls.
 	LastDuration time.Duration
 	// LastReturned is when the last check returned; zero before the first.
+	// Its wall reading is the wall clock at Status less the time since the
+	// check returned, so it stays right if the wall clock is stepped in
+	// between (it may move by the clock's slew from one Status to the
+	// next); its monotonic reading makes time.Since of it exact.
 	LastReturned time.Time
 	// LastError is the error the last returned check returned, a
 	// recovered panic's included; nil when it passed or none has returned.
@@ -106,22 +116,51 @@ func (pc *probeCounters) counts() ProbeCounts {
 // Unmet has its name in Stopped). The probe and connection counters and
 // the watchdogs' Beats and LastBeat are read one by one while probes and
 // Beats go on, so they may be a probe, a connection or a Beat apart from
-// each other.
-func (s *Server) Status() Status {
+// each other; WatchdogTotals add the very counts listed in Watchdogs, so
+// the two agree.
+func (s *Server) Status() Status { return s.status(s.readClock()) }
+
+// status is Status at the clock reading now, which a test may step.
+func (s *Server) status(now clockReading) Status {
 	s.mu.Lock()
 	unmet := s.answer.Load().unmet
-	check := s.checks.status(s.poller != nil)
+	check := s.checks.status(s.poller != nil, now)
 	stopped := slices.Clone(s.stopped)
-	watchdogs := s.watchdogStatus()
+	watchdogs, totals := s.watchdogStatus(now)
 	s.mu.Unlock()
 	return Status{
-		Unmet:     unmet.sentinels(),
-		Check:     check,
-		Conns:     s.conns.status(),
-		Probes:    s.probes.counts(),
-		Watchdogs: watchdogs,
-		Stopped:   stopped,
+		Unmet:          unmet.sentinels(),
+		Check:          check,
+		Conns:          s.conns.status(),
+		Probes:         s.probes.counts(),
+		Watchdogs:      watchdogs,
+		WatchdogTotals: totals,
+		Stopped:        stopped,
 	}
+}
+
+// clockReading is one reading of the clock, from which Status gives the
+// instants it reports (a watchdog's last Beat, the check's last return) as
+// the wall clock reads them now: the wall time of the reading less the
+// instant's age on the monotonic clock. The wall clock may be stepped
+// between the instant and the reading (by NTP on a node that booted with
+// a wrong clock, say); the age is still exact, so time() minus the
+// instant, on a dashboard, is the real age. A wall time kept from the
+// instant itself would be off by the step.
+type clockReading struct {
+	wall       time.Time     // time.Now(), its monotonic reading included
+	sinceEpoch time.Duration // the same reading, on the monotonic clock since Server.epoch
+}
+
+func (s *Server) readClock() clockReading {
+	now := time.Now()
+	return clockReading{wall: now, sinceEpoch: now.Sub(s.epoch)}
+}
+
+// at returns the time of the instant that was sinceEpoch on the monotonic
+// clock. It carries a monotonic reading too, so time.Since of it is exact.
+func (c clockReading) at(sinceEpoch time.Duration) time.Time {
+	return c.wall.Add(sinceEpoch - c.sinceEpoch)
 }
 
 // pressureWindow is how long after its last eviction the limiter still

@@ -124,6 +124,45 @@ func TestStatusCheck(t *testing.T) {
 	assert.Empty(t, s.Status().Unmet)
 }
 
+// steppedClock is a reading of the clock after the wall clock was stepped
+// by step (by NTP, on a node that booted with a wrong clock): the wall
+// time moved, the monotonic clock, which measures the age of what Status
+// reports, did not. A time.Time cannot hold such a pair, which is why
+// Status takes its reading apart.
+func steppedClock(s *Server, step time.Duration) clockReading {
+	now := s.readClock()
+	now.wall = now.wall.Add(step)
+	return now
+}
+
+// assertWallBetween checks that got's wall reading lies between those of
+// from and to, moved by step, give or take a millisecond for the wall and
+// the monotonic clock to disagree (slew): a step is hours, not that.
+func assertWallBetween(t *testing.T, got, from, to time.Time, step time.Duration) {
+	t.Helper()
+	const slack = time.Millisecond
+	lo, hi := from.Round(0).Add(step-slack), to.Round(0).Add(step+slack)
+	got = got.Round(0)
+	assert.False(t, got.Before(lo) || got.After(hi), "%v outside [%v, %v] after a step of %v", got, lo, hi, step)
+}
+
+// TestStatusCheckLastReturnedAfterClockStep: LastReturned is the check's
+// return as the wall clock reads now, so that time() minus it, on a
+// dashboard, is its age even after the wall clock was stepped.
+func TestStatusCheckLastReturnedAfterClockStep(t *testing.T) {
+	s, _ := newTestServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := time.Now()
+	s.SetDataPlaneCheck(ctx, func() error { return nil })
+	eventually(t, func() bool { return s.Status().Check.Runs == 1 }, "the check returns")
+	after := time.Now()
+	for _, step := range []time.Duration{0, time.Hour, -time.Hour} {
+		assertWallBetween(t, s.status(steppedClock(s, step)).Check.LastReturned, before, after, step)
+	}
+	cancel()
+}
+
 func TestStatusCheckCountsOnlyResultsThatFeedReadiness(t *testing.T) {
 	s, _ := newTestServer(t)
 	s.checkPeriod = time.Hour

@@ -2,7 +2,9 @@ package health
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,7 @@ type Watchdog struct {
 	s       *Server
 	name    string
 	timeout time.Duration
+	total   int // its name's index in watchState.totals
 
 	// last is the monotonic time of the last Beat, in nanoseconds since
 	// s.epoch; before the first Beat, the time of Watch, so that the
@@ -48,9 +51,11 @@ type WatchdogStatus struct {
 	// Beats counts the Beats since Watch: a count that stops growing
 	// shows a hung loop before its timeout does.
 	Beats uint64
-	// LastBeat is when the watchdog last beat; zero before the first. It
-	// carries a monotonic clock reading, so time.Since(LastBeat) is exact
-	// even if the wall clock has been stepped since.
+	// LastBeat is when the watchdog last beat; zero before the first. Its
+	// wall reading is the wall clock at Status less the time since the
+	// Beat, so it stays right if the wall clock is stepped in between (it
+	// may move by the clock's slew from one Status to the next); its
+	// monotonic reading makes time.Since(LastBeat) exact.
 	LastBeat time.Time
 	// Overdue is whether it is unmet now: no Beat yet, or none within
 	// Timeout.
@@ -61,10 +66,28 @@ type WatchdogStatus struct {
 	Timeouts uint64
 }
 
+// WatchdogTotals counts the Beats and Timeouts of every watchdog watched
+// under one name since NewServer, the stopped ones included (Status). It
+// is there for metrics: Status.Watchdogs lists only the watchdogs watched
+// now, so a sum over it by name falls when one stops (a worker of a pool
+// ends on purpose), and a metrics system reads a counter that falls as a
+// reset, which fires an increase() alert on timeouts that never happened.
+// These totals never fall.
+type WatchdogTotals struct {
+	Name     string
+	Beats    uint64
+	Timeouts uint64
+}
+
 // watchState is the Server's watchdogs and the one timer that watches
 // their deadlines. It is guarded by Server.mu.
 type watchState struct {
 	list []*Watchdog // watched (not stopped), in Watch order
+	// totals holds, for every name ever watched, in the order of its
+	// first Watch, the Beats and Timeouts of its stopped watchdogs;
+	// Status adds those of the watched ones. names indexes it.
+	totals []WatchdogTotals
+	names  map[string]int
 	// timer fires at the earliest deadline of the watchdogs not yet
 	// late; it is nil when none needs watching, so that nothing of the
 	// watchdogs is left once the last one is stopped. A firing whose
@@ -84,21 +107,31 @@ type watchState struct {
 // Watch each loop before it starts, at bring-up, and choose a timeout well
 // above the longest turn the loop can take when it is healthy.
 //
+// A timeout is meant in seconds to minutes: a second at the least, and
+// several times the loop's longest healthy turn and its idle tick. Every
+// deadline passed is a real event, logged at error level, taken out of
+// service and logged back, with two wakes of Changed; a timeout near a
+// turn's length (milliseconds) would make each slow turn all of that, and
+// flood the log with lines that mean nothing.
+//
 // A loop that waits for events must beat on an idle tick too (a time.Ticker
 // of a fraction of timeout in its select), or a quiet hour would look like
 // a hang. Deadlines are watched by one timer per Server, armed at the
 // earliest deadline, never by probes.
 //
 // Any number of watchdogs may be watched, under any names, repeated ones
-// too. A non-positive timeout panics, naming the watchdog, as
-// time.NewTicker does: it is a programming error, not input.
+// too. Each name keeps its totals in Status.WatchdogTotals for the
+// Server's life, so name loops by kind ("reconcile"), not by peer. A
+// non-positive timeout panics, naming the watchdog, as time.NewTicker
+// does: it is a programming error, not input.
 func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	if timeout <= 0 {
 		panic(fmt.Sprintf("health: Watch %q: timeout %v is not positive", name, timeout))
 	}
 	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: true}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
+	w.total = s.watch.totalOf(name)
 	w.last.Store(int64(s.sinceEpoch()))
 	s.watch.list = append(s.watch.list, w)
 	s.watchDeadlines()
@@ -135,14 +168,14 @@ func (w *Watchdog) Beat() {
 // publishes the verdict before Beat returns.
 func (s *Server) beatOverdue(w *Watchdog) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if w.stopped || !w.overdue {
 		return // stopped, or another Beat got here first and published
 	}
 	w.overdue = false
 	if w.late {
 		w.late = false
-		s.logger.Info("health: subsystem responsive again", "subsystem", w.name)
+		s.log(slog.LevelInfo, "health: subsystem responsive again", "subsystem", w.name)
 	}
 	s.watchDeadlines()
 	s.update()
@@ -157,11 +190,15 @@ func (s *Server) beatOverdue(w *Watchdog) {
 func (w *Watchdog) Stop() {
 	s := w.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if w.stopped {
 		return
 	}
 	w.stopped = true
+	// Its counts stay in its name's totals. A Beat that counts after
+	// this load came after Stop, and does nothing.
+	s.watch.totals[w.total].Beats += w.beats.Load()
+	s.watch.totals[w.total].Timeouts += w.timeouts
 	for i, x := range s.watch.list {
 		if x == w {
 			s.watch.list = append(s.watch.list[:i:i], s.watch.list[i+1:]...)
@@ -211,7 +248,7 @@ func (s *Server) watchDeadlines() {
 // next deadline.
 func (s *Server) deadlinesPassed(gen uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if gen != s.watch.gen {
 		return // stopped or replaced after it fired
 	}
@@ -235,7 +272,7 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		w.late = true
 		w.timeouts++
 		changed = true
-		s.logger.Error("health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
+		s.log(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
 	}
 	s.watchDeadlines()
 	if changed {
@@ -280,20 +317,43 @@ func (s *Server) unresponsiveDetail() error {
 	return fmt.Errorf("%w: %s", ErrSubsystemUnresponsive, strings.Join(names, ", "))
 }
 
-// watchdogStatus returns the Status of every watched watchdog, in Watch
-// order. s.mu must be held.
-func (s *Server) watchdogStatus() []WatchdogStatus {
-	if len(s.watch.list) == 0 {
-		return nil
+// totalOf returns the index of name's totals, making them at its first
+// Watch.
+func (ws *watchState) totalOf(name string) int {
+	i, ok := ws.names[name]
+	if !ok {
+		if ws.names == nil {
+			ws.names = make(map[string]int)
+		}
+		i = len(ws.totals)
+		ws.names[name] = i
+		ws.totals = append(ws.totals, WatchdogTotals{Name: name})
 	}
-	st := make([]WatchdogStatus, len(s.watch.list))
+	return i
+}
+
+// watchdogStatus returns the Status of every watched watchdog, in Watch
+// order, at the clock reading now, and the totals of every name ever
+// watched, which add the same counts to those of the stopped watchdogs.
+// s.mu must be held.
+func (s *Server) watchdogStatus(now clockReading) ([]WatchdogStatus, []WatchdogTotals) {
+	if len(s.watch.totals) == 0 {
+		return nil, nil
+	}
+	totals := slices.Clone(s.watch.totals)
+	var st []WatchdogStatus
+	if len(s.watch.list) > 0 {
+		st = make([]WatchdogStatus, len(s.watch.list))
+	}
 	for i, w := range s.watch.list {
 		// beats before last: a Beat stores last before it counts, so
 		// a count above zero has its time stored.
 		st[i] = WatchdogStatus{Name: w.name, Timeout: w.timeout, Beats: w.beats.Load(), Overdue: w.overdue, Timeouts: w.timeouts}
 		if st[i].Beats > 0 {
-			st[i].LastBeat = s.epoch.Add(time.Duration(w.last.Load()))
+			st[i].LastBeat = now.at(time.Duration(w.last.Load()))
 		}
+		totals[w.total].Beats += st[i].Beats
+		totals[w.total].Timeouts += st[i].Timeouts
 	}
-	return st
+	return st, totals
 }

@@ -353,9 +353,79 @@ func TestWatchdogStatus(t *testing.T) {
 	assert.Equal(t, []error{ErrSubsystemUnresponsive}, s.Status().Unmet)
 	assert.Equal(t, `subsystem unresponsive: "loop" (no beat within 50ms)`, s.Ready().Error())
 
+	assert.Equal(t, []WatchdogTotals{{Name: "loop", Beats: 3, Timeouts: 1}, {Name: "netlink", Beats: 1}},
+		s.Status().WatchdogTotals, "by name, in the order of each name's first Watch")
+
 	second.Stop()
 	assert.Equal(t, []string{"loop", "netlink"}, []string{s.Status().Watchdogs[0].Name, s.Status().Watchdogs[1].Name})
 	assert.Empty(t, s.Status().Unmet)
+	assert.Equal(t, []WatchdogTotals{{Name: "loop", Beats: 3, Timeouts: 1}, {Name: "netlink", Beats: 1}},
+		s.Status().WatchdogTotals, "a stopped watchdog's counts stay in its name's totals")
+}
+
+// TestWatchdogTotalsNeverFall: a name's totals count every watchdog
+// watched under it, so they never fall, whichever watchdogs stop (a worker
+// pool that shrinks) or start, and a name stays once all of its watchdogs
+// stopped. Summed over Status.Watchdogs, the same counts fall.
+func TestWatchdogTotalsNeverFall(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := newReadyServer(t)
+	steady := s.Watch("worker", time.Hour)
+	flaky := s.Watch("worker", 20*time.Millisecond)
+	for range 10 {
+		steady.Beat()
+	}
+	flaky.Beat()
+	ch := s.Changed()
+	waitClosed(t, ch, 5*time.Second, "the flaky worker's deadline")
+	flaky.Beat()
+
+	var last WatchdogTotals
+	check := func(what string) {
+		t.Helper()
+		totals := s.Status().WatchdogTotals
+		require.Len(t, totals, 1)
+		assert.Equal(t, "worker", totals[0].Name)
+		assert.GreaterOrEqual(t, totals[0].Beats, last.Beats, what)
+		assert.GreaterOrEqual(t, totals[0].Timeouts, last.Timeouts, what)
+		last = totals[0]
+	}
+	check("both watched")
+	assert.Equal(t, WatchdogTotals{Name: "worker", Beats: 12, Timeouts: 1}, last)
+	flaky.Stop()
+	check("the flaky one stopped")
+	assert.Equal(t, WatchdogTotals{Name: "worker", Beats: 12, Timeouts: 1}, last)
+	assert.Equal(t, uint64(10), s.Status().Watchdogs[0].Beats, "what a sum over Watchdogs would show")
+	flaky.Beat()
+	check("a Beat after Stop counts for nothing")
+	assert.Equal(t, uint64(12), last.Beats)
+
+	steady.Stop()
+	check("none watched")
+	assert.Empty(t, s.Status().Watchdogs)
+	assert.Equal(t, WatchdogTotals{Name: "worker", Beats: 12, Timeouts: 1}, last)
+
+	again := s.Watch("worker", time.Hour)
+	defer again.Stop()
+	again.Beat()
+	check("a new one under the name")
+	assert.Equal(t, WatchdogTotals{Name: "worker", Beats: 13, Timeouts: 1}, last)
+}
+
+// TestWatchdogLastBeatAfterClockStep: LastBeat is the Beat's time as the
+// wall clock reads now, so that time() minus it, on a dashboard, is the
+// Beat's age even after the wall clock was stepped between NewServer, the
+// Beat and Status.
+func TestWatchdogLastBeatAfterClockStep(t *testing.T) {
+	s, _ := newReadyServer(t)
+	w := s.Watch("loop", time.Hour)
+	defer w.Stop()
+	before := time.Now()
+	w.Beat()
+	after := time.Now()
+	for _, step := range []time.Duration{0, time.Hour, -time.Hour} {
+		assertWallBetween(t, s.status(steppedClock(s, step)).Watchdogs[0].LastBeat, before, after, step)
+	}
 }
 
 // TestBeatTakesNoLockAndAllocatesNothing: a Beat on a met watchdog

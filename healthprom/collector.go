@@ -98,7 +98,7 @@ type collector struct {
 
 	subsystemStopped *prometheus.Desc
 
-	watchdogOverdue, watchdogBeats, watchdogTimeouts, watchdogLastBeat *prometheus.Desc
+	watchdogOverdue, watchdogTimeout, watchdogLastBeat, watchdogBeats, watchdogTimeouts *prometheus.Desc
 }
 
 // condition is a readiness condition and its label value.
@@ -131,8 +131,10 @@ func newCollector(status func() health.Status, o options) *collector {
 		"condition")
 
 	c.checkInstalled = desc("check_installed", "Whether a data-plane check is set (1) or not (0).")
-	c.checkRuns = desc("check_runs_total", "Data-plane checks that returned, failures and panics included.")
-	c.checkFailures = desc("check_failures_total", "Data-plane checks that returned an error or panicked.")
+	c.checkRuns = desc("check_runs_total",
+		"Data-plane checks that returned, failures, panics and calls of runtime.Goexit included.")
+	c.checkFailures = desc("check_failures_total",
+		"Data-plane checks that returned an error, panicked or called runtime.Goexit.")
 	c.checkPanics = desc("check_panics_total", "Data-plane checks that panicked.")
 	c.checkStalls = desc("check_stalls_total", "Data-plane checks that ran past the stall bound (three check periods).")
 	c.checkLastDuration = desc("check_last_duration_seconds", "How long the last returned data-plane check ran.")
@@ -140,7 +142,8 @@ func newCollector(status func() health.Status, o options) *collector {
 		"When the last data-plane check returned, in seconds since the Unix epoch; 0 before the first.")
 
 	c.connsHeld = desc("connections_held", "Connections the probe listener holds now.")
-	c.connsLimit = desc("connections_limit", "The bound on the connections the probe listener holds; 0 before Serve starts.")
+	c.connsLimit = desc("connections_limit",
+		"The bound on the connections the probe listener holds; 0 while Serve is not running.")
 	c.connsAccepted = desc("connections_accepted_total", "Connections the probe listener accepted.")
 	c.connsEvicted = desc("connections_evicted_total",
 		"Connections the probe listener closed to make room, before they sent a request: a local flood's signature.")
@@ -155,12 +158,15 @@ func newCollector(status func() health.Status, o options) *collector {
 
 	c.watchdogOverdue = desc("watchdog_overdue",
 		"Watchdogs of this name that are overdue: not beaten yet, or not within their timeout.", "watchdog")
-	c.watchdogBeats = desc("watchdog_beats_total", "Beats of the watchdogs of this name.", "watchdog")
-	c.watchdogTimeouts = desc("watchdog_timeouts_total",
-		"Times the watchdogs of this name ran past their timeout.", "watchdog")
+	c.watchdogTimeout = desc("watchdog_timeout_seconds",
+		"The timeout of the watchdogs of this name, the shortest if they differ.", "watchdog")
 	c.watchdogLastBeat = desc("watchdog_last_beat_timestamp_seconds",
 		"When the stalest watchdog of this name last beat, in seconds since the Unix epoch; 0 while one has not beaten yet.",
 		"watchdog")
+	c.watchdogBeats = desc("watchdog_beats_total",
+		"Beats of the watchdogs of this name, stopped ones included.", "watchdog")
+	c.watchdogTimeouts = desc("watchdog_timeouts_total",
+		"Times the watchdogs of this name ran past their timeout, stopped ones included.", "watchdog")
 	return c
 }
 
@@ -225,23 +231,32 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	for _, w := range watchdogsByName(st.Watchdogs) {
 		gauge(c.watchdogOverdue, float64(w.overdue), w.label)
-		counter(c.watchdogBeats, w.beats, w.label)
-		counter(c.watchdogTimeouts, w.timeouts, w.label)
+		gauge(c.watchdogTimeout, w.shortestTimeout.Seconds(), w.label)
 		gauge(c.watchdogLastBeat, unixSeconds(w.stalestBeat), w.label)
+	}
+	for _, w := range totalsByName(st.WatchdogTotals) {
+		counter(c.watchdogBeats, w.Beats, w.Name)
+		counter(c.watchdogTimeouts, w.Timeouts, w.Name)
 	}
 }
 
-// watchdogSeries is what the series of one watchdog name show. Names may
+// watchdogSeries is what the gauges of one watchdog name show. Names may
 // repeat (one per worker of a pool, say), and a registry fails a scrape
-// with two series of the same labels, so the watchdogs of one name are
-// added up: overdue counts them, the counters sum them, and the last beat
-// is the stalest one's, zero while one has not beaten. A label per index
-// was the alternative, but an index shifts when a watchdog stops, and a
-// series would then carry another watchdog's counters.
+// with two series of the same labels, so the watchdogs of one name share
+// their series: overdue counts them, the timeout is the shortest, and the
+// last beat is the stalest one's, zero while one has not beaten. A label
+// per watchdog was the alternative, but a pool that replaces its workers
+// would then make new series without end.
+//
+// The gauges describe the watchdogs watched now, so a name whose
+// watchdogs have all stopped has none. Its counters come from
+// Status.WatchdogTotals instead, which count the stopped watchdogs too:
+// summed over the watchdogs watched now, they would fall when one stops,
+// and Prometheus would read that as a reset.
 type watchdogSeries struct {
 	label           string
 	overdue         int
-	beats, timeouts uint64
+	shortestTimeout time.Duration
 	stalestBeat     time.Time
 }
 
@@ -256,17 +271,36 @@ func watchdogsByName(watchdogs []health.WatchdogStatus) []watchdogSeries {
 		if !ok {
 			i = len(series)
 			index[label] = i
-			series = append(series, watchdogSeries{label: label, stalestBeat: w.LastBeat})
+			series = append(series, watchdogSeries{label: label, shortestTimeout: w.Timeout, stalestBeat: w.LastBeat})
 		}
 		s := &series[i]
 		if w.Overdue {
 			s.overdue++
 		}
-		s.beats += w.Beats
-		s.timeouts += w.Timeouts
+		s.shortestTimeout = min(s.shortestTimeout, w.Timeout)
 		if !s.stalestBeat.IsZero() && (w.LastBeat.IsZero() || w.LastBeat.Before(s.stalestBeat)) {
 			s.stalestBeat = w.LastBeat
 		}
+	}
+	return series
+}
+
+// totalsByName returns the totals with their names made label values, and
+// added up where two names make one label: each of them never falls, so
+// neither does their sum.
+func totalsByName(totals []health.WatchdogTotals) []health.WatchdogTotals {
+	var series []health.WatchdogTotals
+	index := make(map[string]int, len(totals))
+	for _, w := range totals {
+		label := labelValue(w.Name)
+		i, ok := index[label]
+		if !ok {
+			i = len(series)
+			index[label] = i
+			series = append(series, health.WatchdogTotals{Name: label})
+		}
+		series[i].Beats += w.Beats
+		series[i].Timeouts += w.Timeouts
 	}
 	return series
 }

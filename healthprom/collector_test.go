@@ -197,10 +197,21 @@ var (
 		Watchdogs: []health.WatchdogStatus{
 			{Name: "reconcile", Timeout: time.Minute, Beats: 12, LastBeat: t0.Add(-time.Second)},
 			{Name: "peer-sync", Timeout: 10 * time.Second, Beats: 4, LastBeat: t0.Add(-20 * time.Second), Overdue: true, Timeouts: 1},
-			{Name: "peer-sync", Timeout: 10 * time.Second, Beats: 6, LastBeat: t0.Add(-2 * time.Second), Timeouts: 2},
+			{Name: "peer-sync", Timeout: 5 * time.Second, Beats: 6, LastBeat: t0.Add(-2 * time.Second), Timeouts: 2},
 			{Name: "watch", Timeout: 30 * time.Second, Overdue: true, Timeouts: 1},
 			{Name: "watch", Timeout: 30 * time.Second, Beats: 9, LastBeat: t0},
-			{Name: "bad\xffname", Timeout: time.Second, Beats: 1, LastBeat: t0},
+			{Name: "bad\xffname", Timeout: 1500 * time.Millisecond, Beats: 1, LastBeat: t0},
+		},
+		// What the watchdogs above count, with what stopped ones counted:
+		// a peer-sync (25 beats, a timeout), a gc loop whose watchdogs
+		// all stopped, and a name that makes the same label as bad\xffname.
+		WatchdogTotals: []health.WatchdogTotals{
+			{Name: "reconcile", Beats: 12},
+			{Name: "peer-sync", Beats: 35, Timeouts: 4},
+			{Name: "gc", Beats: 30, Timeouts: 2},
+			{Name: "watch", Beats: 9, Timeouts: 1},
+			{Name: "bad\xffname", Beats: 1},
+			{Name: "bad\uFFFDname", Beats: 5},
 		},
 		// Names are the agent's: one holds a byte that is not UTF-8, and
 		// one is what it becomes once made valid.
@@ -366,4 +377,63 @@ func TestOpenMetricsScrape(t *testing.T) {
 		}
 	}
 	assert.Equal(t, len(gather(t, NewCollector(s))), families, "every family has its HELP")
+}
+
+// TestWatchdogCountersNeverFall: two workers of a pool share a name, and
+// one has timed out. The pool shrinks, then ends: the counters of
+// {watchdog="worker"} never fall, because a counter that falls reads as a
+// reset, and increase(health_watchdog_timeouts_total[1h]) > 0, the
+// README's alert, would fire on timeouts that never happened. The gauges
+// follow the watchdogs watched now.
+func TestWatchdogCountersNeverFall(t *testing.T) {
+	s := newServer()
+	s.SetRegistered()
+	s.SetDataPlaneReady()
+	steady := s.Watch("worker", time.Hour)
+	flaky := s.Watch("worker", 20*time.Millisecond)
+	for range 10 {
+		steady.Beat()
+	}
+	flaky.Beat()
+	for {
+		ch := s.Changed()
+		if errors.Is(s.Ready(), health.ErrSubsystemUnresponsive) {
+			break
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the flaky worker's deadline never passed")
+		}
+	}
+	flaky.Beat()
+
+	value := func(series map[string][]*dto.Metric, name string) float64 {
+		t.Helper()
+		require.Len(t, series[name], 1, name)
+		m := series[name][0]
+		if m.GetCounter() != nil {
+			return m.GetCounter().GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	c := NewCollector(s)
+	series := gather(t, c)
+	assert.Equal(t, 12.0, value(series, "health_watchdog_beats_total"))
+	assert.Equal(t, 1.0, value(series, "health_watchdog_timeouts_total"))
+	assert.Equal(t, 0.02, value(series, "health_watchdog_timeout_seconds"), "the shorter timeout")
+
+	flaky.Stop()
+	series = gather(t, c)
+	assert.Equal(t, 12.0, value(series, "health_watchdog_beats_total"), "the stopped worker's beats stay")
+	assert.Equal(t, 1.0, value(series, "health_watchdog_timeouts_total"), "the stopped worker's timeout stays")
+	assert.Equal(t, 3600.0, value(series, "health_watchdog_timeout_seconds"), "the worker watched now")
+
+	steady.Stop()
+	series = gather(t, c)
+	assert.Equal(t, 12.0, value(series, "health_watchdog_beats_total"), "a counter outlives every watchdog of its name")
+	assert.Equal(t, 1.0, value(series, "health_watchdog_timeouts_total"))
+	for _, gauge := range []string{"health_watchdog_overdue", "health_watchdog_timeout_seconds", "health_watchdog_last_beat_timestamp_seconds"} {
+		assert.NotContains(t, series, gauge, "no watchdog of the name is watched")
+	}
 }

@@ -3,7 +3,7 @@ module github.com/meshnode/health/healthprom
 go 1.26.0
 
 require (
-	github.com/meshnode/health v0.0.0
+	github.com/meshnode/health v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/stretchr/testify v1.12.1
@@ -26,6 +26,7 @@ require (
 // built and tested against the health package of the same commit, never a
 // published one, so a change to Status and its collector land as one.
 // A replace directive applies only to this module's own builds; a user's
-// build ignores it and uses the health version required above, which a
-// release sets to the tag of the same commit.
+// build ignores it and uses the health version required above: the tag
+// of the same commit (v0.1.0 with healthprom/v0.1.0, the first release),
+// which each release sets.
 replace github.com/meshnode/health => ../

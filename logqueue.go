@@ -1,0 +1,145 @@
+package health
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// logQueueSize bounds the log lines waiting for a slow or blocked sink. A
+// change of readiness queues at most a few lines, so the bound is reached
+// only when the sink has stopped taking lines for a long time (stderr
+// whose reader stopped reading): memory stays bounded however long that
+// lasts.
+const logQueueSize = 256
+
+// logQueue holds the Server's log lines between the moment they are
+// decided, under Server.mu, and the moment they are written, after it is
+// released. A logger is the agent's code: its handler may block (a full
+// stderr pipe blocks write(2)) or call back into the Server (a handler
+// that adds Ready's state to each line). Written under Server.mu, such a
+// line would hold readiness where it was, a hung loop's row 9 never
+// published and /readyz answering 200, and block every setter, Status,
+// CheckNow and the Beat of an overdue watchdog behind the sink, or
+// deadlock. Queued, the answer is published first and the line follows.
+//
+// Lines are written in the order they were queued, by one goroutine at a
+// time: whichever finds nobody writing. The others return at once, so a
+// blocked sink holds one goroutine, never a pile of them (the deadline
+// timer fires in a new goroutine each time).
+type logQueue struct {
+	mu       sync.Mutex
+	lines    []logLine // oldest first
+	flushing bool      // a goroutine is writing the queue's lines
+}
+
+// logLine is a queued line: the record to hand to the handler, and how
+// many lines were dropped just before it.
+type logLine struct {
+	record  slog.Record
+	dropped uint64
+}
+
+// log queues a line at level with the given attributes, as
+// slog.Logger.Log would write it, with the time and the source of this
+// call rather than of the write. When the queue is full, the oldest line
+// is dropped and counted, so that after a long block the log ends on the
+// latest state, and says how many lines it lost and where. s.mu must be
+// held, so that lines are queued in the order of the changes they report;
+// call s.flushLog once it is released.
+func (s *Server) log(level slog.Level, msg string, args ...any) {
+	var pcs [1]uintptr
+	runtime.Callers(2, pcs[:]) // the caller of log, as slog's own methods record theirs
+	r := slog.NewRecord(time.Now(), level, msg, pcs[0])
+	r.Add(args...)
+
+	q := &s.logq
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.lines) == logQueueSize {
+		// The next line inherits the count, so that the line saying
+		// how many were dropped is written where they would have been.
+		oldest := q.pop()
+		q.lines[0].dropped += oldest.dropped + 1
+	}
+	q.lines = append(q.lines, logLine{record: r})
+}
+
+// pop removes the oldest line and returns it. q.mu must be held, and the
+// queue not empty.
+func (q *logQueue) pop() logLine {
+	line := q.lines[0]
+	q.lines[0] = logLine{} // its attributes are garbage once written
+	q.lines = q.lines[1:]
+	return line
+}
+
+// unlock releases s.mu and writes the lines queued under it.
+func (s *Server) unlock() {
+	s.mu.Unlock()
+	s.flushLog()
+}
+
+// unlockInBackground releases s.mu and has the lines queued under it
+// written by a goroutine of their own. It is the poller's: were its
+// goroutine the one to block in a sink, no check would run until the sink
+// took the line, and the last verdict, a pass included, would stand
+// however the data plane fared. The goroutine is started only when there
+// is a line to write and nobody writing, so it costs nothing per poll.
+func (s *Server) unlockInBackground() {
+	s.mu.Unlock()
+	q := &s.logq
+	q.mu.Lock()
+	start := len(q.lines) > 0 && !q.flushing
+	q.mu.Unlock()
+	if start {
+		go s.flushLog()
+	}
+}
+
+// flushLog writes the queued lines in order, unless another goroutine is
+// writing them already, in which case it returns at once: that goroutine
+// writes this one's lines too, because it stops only when it finds the
+// queue empty. No lock is held while the handler runs. A handler that
+// panics still hands the writing on, so that later lines are written.
+func (s *Server) flushLog() {
+	q := &s.logq
+	q.mu.Lock()
+	if q.flushing {
+		q.mu.Unlock()
+		return
+	}
+	q.flushing = true
+	locked := true
+	defer func() {
+		if !locked {
+			q.mu.Lock()
+		}
+		q.flushing = false
+		q.mu.Unlock()
+	}()
+	for len(q.lines) > 0 {
+		line := q.pop()
+		q.mu.Unlock()
+		locked = false
+		if line.dropped > 0 {
+			r := slog.NewRecord(time.Now(), slog.LevelWarn, "health: log lines dropped", 0)
+			r.Add("count", line.dropped)
+			s.handle(r)
+		}
+		s.handle(line.record)
+		q.mu.Lock()
+		locked = true
+	}
+}
+
+// handle writes r as slog.Logger does, if the handler takes its level.
+func (s *Server) handle(r slog.Record) {
+	h := s.logger.Handler()
+	ctx := context.Background()
+	if h.Enabled(ctx, r.Level) {
+		_ = h.Handle(ctx, r)
+	}
+}

@@ -1,0 +1,429 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// logWritten reports whether s has written every log line it queued.
+func logWritten(s *Server) bool {
+	s.logq.mu.Lock()
+	defer s.logq.mu.Unlock()
+	return len(s.logq.lines) == 0 && !s.logq.flushing
+}
+
+// waitLogWritten waits until s has written every line it queued, for at
+// most 10 s; a test that reads the log then finds what is missing.
+func waitLogWritten(s *Server) {
+	for end := time.Now().Add(10 * time.Second); !logWritten(s) && time.Now().Before(end); {
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// blockingSink is a log destination that stops taking lines while it is
+// blocked, as stderr does when nobody reads the pipe: write(2) blocks.
+type blockingSink struct {
+	logs logBuffer // what it took
+
+	mu    sync.Mutex
+	open  chan struct{} // closed while writes go through
+	stuck chan struct{} // closed once a write has waited
+	once  sync.Once
+}
+
+func newBlockingSink() *blockingSink {
+	open := make(chan struct{})
+	close(open)
+	return &blockingSink{open: open, stuck: make(chan struct{})}
+}
+
+func (b *blockingSink) block() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.open = make(chan struct{})
+}
+
+func (b *blockingSink) unblock() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-b.open:
+	default:
+		close(b.open)
+	}
+}
+
+func (b *blockingSink) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	open := b.open
+	b.mu.Unlock()
+	select {
+	case <-open:
+	default:
+		b.once.Do(func() { close(b.stuck) })
+		<-open
+	}
+	return b.logs.Write(p)
+}
+
+// returnsPromptly runs f and fails the test if it has not returned within
+// 5 s: far above any hold of the Server's lock, so only a call that waits
+// for the blocked sink takes longer.
+func returnsPromptly(t *testing.T, name string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Errorf("%s has not returned within 5 s", name)
+	}
+}
+
+// healthLines returns the package's log lines from their level on.
+func healthLines(logs *logBuffer) []string {
+	var lines []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if i := strings.Index(line, "level="); i >= 0 && strings.Contains(line, `msg="health: `) {
+			lines = append(lines, line[i:])
+		}
+	}
+	return lines
+}
+
+// TestBlockedLogSinkHoldsNothingBack: a log sink that stops taking lines
+// (a full stderr pipe) holds back neither readiness nor any call. A hung
+// loop's row 9 is published within its bound, every method returns, a
+// Beat recovers readiness before it returns, the goroutine of each
+// deadline's timer ends rather than queue behind the sink, and once the
+// sink takes lines again every line is there, in the order of the changes.
+func TestBlockedLogSinkHoldsNothingBack(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const timeout = 50 * time.Millisecond
+	sink := newBlockingSink()
+	defer sink.unblock() // if the test ends early, before the leak check
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(sink, nil)))
+	sink.logs.server = s
+	setLatches(s)
+	w := s.Watch("reconcile", timeout)
+	w.Beat()
+	require.NoError(t, s.Ready())
+
+	ch := s.Changed()
+	sink.block()
+	w.Beat()
+	beaten := time.Now()
+	detected := waitClosed(t, ch, 10*time.Second, "row 9 while the log sink is blocked")
+	assert.LessOrEqual(t, detected.Sub(beaten), timeout+time.Second, "at most 1 s after the deadline")
+	assert.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Equal(t, http.StatusServiceUnavailable, serve(s.Handler(), http.MethodGet, "/readyz").Code)
+	select {
+	case <-sink.stuck:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ERROR line never reached the sink")
+	}
+
+	returnsPromptly(t, "Status", func() { s.Status() })
+	returnsPromptly(t, "CheckNow", s.CheckNow)
+	returnsPromptly(t, "SetDeliveryMode", func() { s.SetDeliveryMode(DeliveryModeStreaming) })
+	returnsPromptly(t, "Changed", func() { s.Changed() })
+	returnsPromptly(t, "Beat on the overdue watchdog", w.Beat)
+	assert.NoError(t, s.Ready(), "the Beat published its recovery before it returned")
+
+	// Each deadline fires the timer in a new goroutine, which finds the
+	// stuck one writing and returns.
+	goroutines := runtime.NumGoroutine()
+	const rounds = 20
+	for range rounds {
+		ch := s.Changed()
+		waitClosed(t, ch, 10*time.Second, "the next deadline")
+		returnsPromptly(t, "Beat", w.Beat)
+	}
+	for end := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(end); {
+		time.Sleep(time.Millisecond) // the last timer's goroutine may still be returning
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "no goroutine waits behind the one stuck in the sink")
+
+	sink.unblock()
+	w.Stop()
+	want := []string{
+		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+	}
+	for range rounds + 1 {
+		want = append(want,
+			`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms`,
+			`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
+			`level=INFO msg="health: subsystem responsive again" subsystem=reconcile`,
+			`level=INFO msg="health: readiness changed" ready=true`)
+	}
+	assert.Equal(t, want, healthLines(&sink.logs))
+}
+
+// TestBlockedLogSinkHoldsNoCheckBack: the poller hands its lines to a
+// goroutine of their own, so a blocked sink never keeps it from checking:
+// readiness goes on following the check both ways.
+func TestBlockedLogSinkHoldsNoCheckBack(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	sink := newBlockingSink()
+	defer sink.unblock()
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(sink, nil)))
+	sink.logs.server = s
+	setLatches(s)
+	var failing atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.SetDataPlaneCheck(ctx, func() error {
+		if failing.Load() {
+			return errPlantedCheck
+		}
+		return nil
+	})
+	until := func(want error) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); ; {
+			ch := s.Changed()
+			if errors.Is(s.Ready(), want) || want == nil && s.Ready() == nil {
+				return
+			}
+			select {
+			case <-ch:
+			case <-time.After(time.Until(end)):
+				t.Fatalf("readiness is %v, not %v, 10 s on", s.Ready(), want)
+			}
+		}
+	}
+	until(nil)
+
+	sink.block()
+	for _, fail := range []bool{true, false, true} {
+		failing.Store(fail)
+		s.CheckNow()
+		if fail {
+			until(ErrDataPlaneLost)
+		} else {
+			until(nil)
+		}
+	}
+	sink.unblock()
+	cancel()
+	lines := healthLines(&sink.logs)
+	require.GreaterOrEqual(t, len(lines), 6)
+	assert.Equal(t, []string{
+		`level=ERROR msg="health: data-plane check failed" err="PLANTED-check-error-91bc wg0 10.0.0.1"`,
+		`level=WARN msg="health: readiness changed" ready=false reason="data plane lost"`,
+		`level=INFO msg="health: data-plane check recovered"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=ERROR msg="health: data-plane check failed" err="PLANTED-check-error-91bc wg0 10.0.0.1"`,
+		`level=WARN msg="health: readiness changed" ready=false reason="data plane lost"`,
+	}, lines[len(lines)-6:])
+}
+
+// statusHandler is a log handler that reads the Server it logs for, as a
+// handler that adds the node's state to every line would.
+type statusHandler struct {
+	slog.Handler
+	s *Server
+}
+
+func (h statusHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(slog.Int("unmet", len(h.s.Status().Unmet)), slog.Bool("ready_now", h.s.Ready() == nil))
+	return h.Handler.Handle(ctx, r)
+}
+
+// TestLogHandlerMayCallTheServer: no lock is held while the handler runs,
+// so a handler that reads the Server deadlocks nothing, whichever
+// goroutine writes the line: a setter's, the timer's or the poller's.
+func TestLogHandlerMayCallTheServer(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	logs := &logBuffer{}
+	h := &statusHandler{Handler: slog.NewTextHandler(logs, nil)}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(h))
+	h.s, logs.server = s, s
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// until waits for cond, woken by each change, as Changed's doc shows.
+	until := func(cond func() bool) {
+		for {
+			ch := s.Changed()
+			if cond() {
+				return
+			}
+			<-ch
+		}
+	}
+	returnsPromptly(t, "the setters, a deadline and a check", func() {
+		setLatches(s)
+		w := s.Watch("loop", 20*time.Millisecond)
+		defer w.Stop()
+		w.Beat()
+		until(func() bool { return errors.Is(s.Ready(), ErrSubsystemUnresponsive) }) // the timer
+		w.Beat()
+		s.SetDataPlaneCheck(ctx, failingCheck(errPlantedCheck))
+		until(func() bool { return errors.Is(s.Ready(), ErrDataPlaneLost) }) // the poller
+		s.SetSubsystemStopped("route-sync")
+	})
+	cancel()
+	for _, msg := range []string{"subsystem unresponsive", "subsystem responsive again", "data-plane check failed", "subsystem stopped"} {
+		assert.Equal(t, 1, logs.count(`msg="health: `+msg+`"`), msg)
+	}
+	lines := healthLines(logs)
+	assert.Len(t, lines, 12)
+	for _, line := range lines {
+		assert.Regexp(t, ` unmet=\d ready_now=(true|false)$`, line, "the handler read the Server")
+	}
+}
+
+// gatedHandler records what it is given, once its gate is open.
+type gatedHandler struct {
+	gate    chan struct{}
+	entered chan struct{} // receives once a Handle waits at the gate
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *gatedHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *gatedHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *gatedHandler) WithGroup(string) slog.Handler            { return h }
+
+func (h *gatedHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.entered <- struct{}{}:
+	default:
+	}
+	<-h.gate
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+
+// text returns each record as "LEVEL msg key=value ...".
+func (h *gatedHandler) text() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var lines []string
+	for _, r := range h.records {
+		line := r.Level.String() + " " + r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			line += " " + a.String()
+			return true
+		})
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// TestLogQueueBound: while the sink is blocked, the queue keeps the latest
+// logQueueSize lines and drops the oldest; once it drains, the log says
+// how many lines it lost, where they would have been, and every line
+// carries the time it was decided, not the time it was written.
+func TestLogQueueBound(t *testing.T) {
+	h := &gatedHandler{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(h))
+	logLine := func(n int) {
+		s.mu.Lock()
+		s.log(slog.LevelInfo, "line", "n", n)
+		s.unlock()
+	}
+	writer := make(chan struct{})
+	go func() {
+		defer close(writer)
+		logLine(0) // this goroutine writes, and waits at the gate
+	}()
+	<-h.entered
+	const queued = logQueueSize + 44
+	for n := 1; n <= queued; n++ {
+		returnsPromptly(t, "a line queued behind the stuck one", func() { logLine(n) })
+	}
+	s.logq.mu.Lock()
+	assert.Len(t, s.logq.lines, logQueueSize, "the queue holds no more than its bound")
+	s.logq.mu.Unlock()
+	opened := time.Now()
+	close(h.gate)
+	<-writer
+
+	want := []string{"INFO line n=0", "WARN health: log lines dropped count=44"}
+	for n := queued - logQueueSize + 1; n <= queued; n++ {
+		want = append(want, fmt.Sprintf("INFO line n=%d", n))
+	}
+	assert.Equal(t, want, h.text())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.records {
+		if r.Message == "line" {
+			assert.True(t, r.Time.Before(opened), "a line carries the time it was queued")
+		}
+	}
+	assert.True(t, logWritten(s))
+}
+
+// TestLogLinesKeepTheirSource: a line written later, by another goroutine
+// perhaps, still names the code that decided it, as a direct call of the
+// logger would with AddSource.
+func TestLogLinesKeepTheirSource(t *testing.T) {
+	h := &gatedHandler{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	close(h.gate)
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(h))
+	s.SetRegistered()
+	s.SetSubsystemStopped("route-sync")
+	setCheckVerdict(s, checkVerdict{err: errPlantedCheck})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var sources []string
+	for _, r := range h.records {
+		f := r.Source()
+		require.NotNil(t, f, r.Message)
+		sources = append(sources, r.Message+" "+f.Function[strings.LastIndex(f.Function, ".")+1:]+" "+f.File[strings.LastIndex(f.File, "/")+1:])
+	}
+	assert.Equal(t, []string{
+		"health: readiness changed logReadinessChange readiness.go",
+		"health: subsystem stopped SetSubsystemStopped readiness.go",
+		"health: data-plane check failed setCheck dataplane.go",
+	}, sources)
+}
+
+// panickyHandler panics on its first record, as a buggy handler might.
+type panickyHandler struct {
+	slog.Handler
+	panicked atomic.Bool
+}
+
+func (h *panickyHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !h.panicked.Swap(true) {
+		panic("handler bug")
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// TestLogHandlerPanic: a handler's panic reaches the caller, as it would
+// from a direct call of the logger, and leaves no lock held nor the
+// writing stuck: the next lines are written.
+func TestLogHandlerPanic(t *testing.T) {
+	logs := &logBuffer{}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(&panickyHandler{Handler: slog.NewTextHandler(logs, nil)}))
+	logs.server = s
+	assert.PanicsWithValue(t, "handler bug", s.SetRegistered)
+	s.SetDataPlaneReady()
+	assert.NoError(t, s.Ready())
+	assert.Equal(t, []string{`level=INFO msg="health: readiness changed" ready=true`}, readinessChanges(logs))
+}
