@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -72,7 +73,7 @@ const (
 // evicted, or one net/http lingers over (see maxRequestBytes).
 type connLimiter struct {
 	net.Listener
-	logger   *slog.Logger
+	log      logFunc
 	counters *connCounters
 	limit    int
 	// reserve is how many slots are kept for connections being answered
@@ -102,17 +103,17 @@ type connLimiter struct {
 	lastOutOfFDLog time.Time
 }
 
-func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *slog.Logger) *connLimiter {
+func newConnLimiter(ln net.Listener, limit int, counters *connCounters, log logFunc) *connLimiter {
 	l := &connLimiter{
 		Listener: ln,
-		logger:   logger,
+		log:      log,
 		counters: counters,
 		limit:    limit,
 		reserve:  limit / 8,
 		peek:     make([]byte, maxRequestBytes),
 	}
 	l.released.L = &l.mu
-	l.quarantine = newQuarantine(ln, limit, counters, logger)
+	l.quarantine = newQuarantine(ln, limit, counters, log)
 	counters.limit.Add(int64(limit)) // until Serve returns: see serve
 	// A listener that is not a socket (a test's, say) has nothing to set.
 	if sc, ok := ln.(syscall.Conn); ok {
@@ -121,7 +122,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 			err = setDeferAccept(rc, readHeaderTimeout)
 		}
 		if err != nil {
-			logger.Warn("health: cannot defer accept; silent connections will take connection slots until evicted", "err", err)
+			log(context.Background(), slog.LevelWarn, "health: cannot defer accept; silent connections will take connection slots until evicted", "err", err)
 		}
 	}
 	return l
@@ -187,7 +188,7 @@ func (l *connLimiter) makeRoom() error {
 				l.mu.Unlock()
 				_ = victim.Conn.Close()
 				if logNow {
-					l.logger.Warn("health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.limit)
+					l.log(context.Background(), slog.LevelWarn, "health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.limit)
 				}
 				l.mu.Lock()
 				continue
@@ -244,7 +245,7 @@ func (l *connLimiter) outOfDescriptors(err error) {
 	held := l.held
 	l.mu.Unlock()
 	if logNow {
-		l.logger.Warn("health: out of file descriptors; closing the oldest connections that have not sent a request", "held", held, "err", err)
+		l.log(context.Background(), slog.LevelWarn, "health: out of file descriptors; closing the oldest connections that have not sent a request", "held", held, "err", err)
 	}
 	if l.quarantine.closeOldest() {
 		return

@@ -304,7 +304,7 @@ func TestLimiterEvictionOrder(t *testing.T) {
 	logs := &logBuffer{}
 	var counters connCounters
 	const limit = 8 // reserve 1: eviction starts at 7 live connections
-	l := newConnLimiter(ln, limit, &counters, slogTo(logs))
+	l := newConnLimiter(ln, limit, &counters, slogTo(logs).Log)
 	defer l.Close()
 
 	state := func(c *limitedConn) slotState {
@@ -366,7 +366,7 @@ func TestLimiterSparesTheNewest(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var counters connCounters
-	l := newConnLimiter(ln, 2, &counters, discardLogger())
+	l := newConnLimiter(ln, 2, &counters, discardLogger().Log)
 	defer l.Close()
 	dial := func() {
 		c, err := net.Dial("tcp", ln.Addr().String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 )
@@ -54,7 +55,11 @@ func (s *Server) log(level slog.Level, msg string, args ...any) {
 	runtime.Callers(2, pcs[:]) // the caller of log, as slog's own methods record theirs
 	r := slog.NewRecord(time.Now(), level, msg, pcs[0])
 	r.Add(args...)
+	s.queue(r)
+}
 
+// queue adds r to the log queue, dropping the oldest line when it is full.
+func (s *Server) queue(r slog.Record) {
 	q := &s.logq
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -90,6 +95,12 @@ func (s *Server) unlock() {
 // is a line to write and nobody writing, so it costs nothing per poll.
 func (s *Server) unlockInBackground() {
 	s.mu.Unlock()
+	s.flushInBackground()
+}
+
+// flushInBackground has the queued lines written by a goroutine of its
+// own, started only when there is a line to write and nobody writing.
+func (s *Server) flushInBackground() {
 	q := &s.logq
 	q.mu.Lock()
 	start := len(q.lines) > 0 && !q.flushing
@@ -142,4 +153,39 @@ func (s *Server) handle(r slog.Record) {
 	if h.Enabled(ctx, r.Level) {
 		_ = h.Handle(ctx, r)
 	}
+}
+
+// logFunc is how the goroutine that accepts connections logs: the
+// signature of slog.Logger.Log, so that a test can pass a logger's Log,
+// and Serve passes logAsync.
+type logFunc func(ctx context.Context, level slog.Level, msg string, args ...any)
+
+// logAsync queues a line of Serve's (its start and stop, the flood and
+// out-of-descriptor warnings of the goroutine that accepts connections)
+// and has it written by a goroutine of its own. Serve must never wait for
+// a sink: with stderr blocked, Serve would not start serving, or Accept
+// would stop, the kubelet's liveness probe would fail, and the restart
+// runs the drain path. Such lines are few (the warnings come at most once
+// a minute per kind), so they seldom start a goroutine.
+func (s *Server) logAsync(_ context.Context, level slog.Level, msg string, args ...any) {
+	var pcs [1]uintptr
+	runtime.Callers(2, pcs[:])
+	r := slog.NewRecord(time.Now(), level, msg, pcs[0])
+	r.Add(args...)
+	s.queue(r)
+	s.flushInBackground()
+}
+
+// errorLogWriter is net/http's ErrorLog for Serve: net/http writes its
+// rare lines (a temporary accept error, a handler's panic) from the
+// goroutine that accepts connections or from one holding a connection's
+// slot, and neither may wait for a sink. Each line is queued at ERROR, as
+// slog.NewLogLogger would write it, and written by a goroutine of its own.
+type errorLogWriter struct{ s *Server }
+
+func (w errorLogWriter) Write(p []byte) (int, error) {
+	r := slog.NewRecord(time.Now(), slog.LevelError, strings.TrimSuffix(string(p), "\n"), 0)
+	w.s.queue(r)
+	w.s.flushInBackground()
+	return len(p), nil
 }

@@ -427,3 +427,32 @@ func TestLogHandlerPanic(t *testing.T) {
 	assert.NoError(t, s.Ready())
 	assert.Equal(t, []string{`level=INFO msg="health: readiness changed" ready=true`}, readinessChanges(logs))
 }
+
+// TestBlockedLogSinkHoldsNoAcceptBack floods Serve past its bound while
+// the log sink is blocked: the flood warning waits in the queue, and the
+// kubelet's liveness probe is answered all the same. Were the warning
+// written by the goroutine that accepts, Accept would stop at the first
+// eviction and every later probe would time out.
+func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
+	sink := newBlockingSink()
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(sink, nil)))
+	sink.logs.server = s
+	setLatches(s)
+	sink.block() // from before Serve starts: its own start line waits too
+	addr, stop := startServingLimited(t, s, 4)
+	for range 8 { // twice the bound: evictions, and the flood warning
+		dialStalled(t, addr)
+	}
+	eventually(t, func() bool { return s.Status().Conns.Evicted > 0 }, "an eviction, and its warning")
+	for range 5 {
+		status, body, err := kubeletProbe(addr, "/healthz")
+		require.NoError(t, err, "a liveness probe while the log sink is blocked")
+		assert.Equal(t, http.StatusOK, status)
+		assert.Equal(t, "ok\n", body)
+	}
+	sink.unblock()
+	require.NoError(t, stop())
+	logs := sink.logs.String()
+	assert.Contains(t, logs, "health: serving probes")
+	assert.Contains(t, logs, "health: connection slots full")
+}

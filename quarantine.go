@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -62,7 +63,7 @@ type quarantine struct {
 	size     int
 	grace    time.Duration
 	counters *connCounters
-	logger   *slog.Logger
+	log      logFunc
 
 	mu         sync.Mutex
 	silent     heldList            // held, no bytes seen yet, oldest first
@@ -86,15 +87,15 @@ type heldConn struct {
 // descriptors cannot be watched (outside Linux, or on a listener that is
 // not a socket) it holds nothing, and Accept admits empty connections as
 // it admits any other.
-func newQuarantine(ln net.Listener, limit int, counters *connCounters, logger *slog.Logger) *quarantine {
-	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, counters: counters, logger: logger, listenerFD: -1}
+func newQuarantine(ln net.Listener, limit int, counters *connCounters, log logFunc) *quarantine {
+	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, counters: counters, log: log, listenerFD: -1}
 	if _, ok := descriptorOf(ln); !ok {
 		return q
 	}
 	p, err := newReadinessPoller()
 	if err != nil {
 		if !errors.Is(err, errors.ErrUnsupported) {
-			logger.Warn("health: cannot watch connections that arrive empty; under a flood, a probe that writes late may be evicted before it speaks", "err", err)
+			log(context.Background(), slog.LevelWarn, "health: cannot watch connections that arrive empty; under a flood, a probe that writes late may be evicted before it speaks", "err", err)
 		}
 		return q
 	}
@@ -309,7 +310,7 @@ func (q *quarantine) fail(err error) {
 	q.mu.Unlock()
 	q.release()
 	if first {
-		q.logger.Error("health: stopped watching connections that arrive empty; under a flood, a probe that writes late may be evicted before it speaks", "err", err)
+		q.log(context.Background(), slog.LevelError, "health: stopped watching connections that arrive empty; under a flood, a probe that writes late may be evicted before it speaks", "err", err)
 	}
 }
 

@@ -55,7 +55,7 @@ func newQuarantineRig(t *testing.T, limit int, grace time.Duration) *quarantineR
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	r := &quarantineRig{t: t, counters: &connCounters{}, addr: ln.Addr().String(), accepted: make(chan *limitedConn, 64), acceptErr: make(chan error, 1)}
-	r.l = newConnLimiter(ln, limit, r.counters, discardLogger())
+	r.l = newConnLimiter(ln, limit, r.counters, discardLogger().Log)
 	require.NotNil(t, r.l.quarantine.poller)
 	r.l.quarantine.grace = grace
 	clearDeferAccept(t, ln)
@@ -276,7 +276,7 @@ func TestQuarantineNotUnderPressure(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var counters connCounters
-	l := newConnLimiter(ln, 8, &counters, discardLogger())
+	l := newConnLimiter(ln, 8, &counters, discardLogger().Log)
 	defer l.Close()
 	clearDeferAccept(t, ln)
 	c, err := net.Dial("tcp", ln.Addr().String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -150,7 +151,7 @@ func (s *Server) httpServer(connState func(net.Conn, http.ConnState)) *http.Serv
 		// it answers, holding a connection that cannot be evicted.
 		DisableGeneralOptionsHandler: true,
 		ConnState:                    connState,
-		ErrorLog:                     slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
+		ErrorLog:                     log.New(errorLogWriter{s}, "", 0),
 	}
 	// A probe is one request on one connection; keep-alive would only let
 	// a client hold a slot between requests.
@@ -163,18 +164,18 @@ func (s *Server) httpServer(connState func(net.Conn, http.ConnState)) *http.Serv
 // small one.
 func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
 	addr := ln.Addr().String()
-	limiter := newConnLimiter(ln, limit, &s.conns, s.logger)
+	limiter := newConnLimiter(ln, limit, &s.conns, s.logAsync)
 	limiter.short = newShortPath(s)
 	defer s.conns.limit.Add(-int64(limit))
 	srv := s.httpServer(limiter.trackState)
-	s.logger.Info("health: serving probes", "addr", addr, "max_conns", limit)
+	s.logAsync(context.Background(), slog.LevelInfo, "health: serving probes", "addr", addr, "max_conns", limit)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(limiter) }()
 	select {
 	case err := <-served:
 		_ = srv.Close() // the listener is gone; close what it accepted
 		limiter.wait()
-		s.logger.Error("health: stopped serving probes: the listener failed", "addr", addr, "err", err)
+		s.logAsync(context.Background(), slog.LevelError, "health: stopped serving probes: the listener failed", "addr", addr, "err", err)
 		return fmt.Errorf("health: serving %q: %w", addr, err)
 	case <-ctx.Done():
 	}
@@ -185,11 +186,11 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, limit int) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		s.logger.Warn("health: shutdown bound reached; closing the connections still open", "bound", shutdownBound)
+		s.logAsync(context.Background(), slog.LevelWarn, "health: shutdown bound reached; closing the connections still open", "bound", shutdownBound)
 		_ = srv.Close()
 	}
 	<-served
 	limiter.wait()
-	s.logger.Info("health: stopped serving probes", "addr", addr)
+	s.logAsync(context.Background(), slog.LevelInfo, "health: stopped serving probes", "addr", addr)
 	return nil
 }

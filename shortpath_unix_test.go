@@ -25,7 +25,7 @@ func TestShortPathTakesOnlyPlainProbes(t *testing.T) {
 	s.SetDataPlaneReady()
 	ln, err := s.Listen()
 	require.NoError(t, err)
-	l := newConnLimiter(ln, maxConns, &s.conns, discardLogger())
+	l := newConnLimiter(ln, maxConns, &s.conns, discardLogger().Log)
 	l.short = newShortPath(s)
 	accepted := make(chan net.Conn)
 	done := make(chan struct{})
