@@ -64,7 +64,7 @@ const (
 // Closing the oldest silent connection costs a probe nothing as long as a
 // probe's request is there when it is accepted, and is answered at once
 // once read. The first is the kernel's job on Linux (setDeferAccept, from
-// the first connection on) and the peek's on every Unix (peekRequest). The
+// the first connection on) and the peek's on every Unix (connCalls.peek). The
 // second is why Serve disables net/http's own OPTIONS handler, never lets
 // net/http read or wait for a body (closeAfterBody, stopReading) and never
 // lets it read an oversized header (maxRequestBytes, maxHeaderLines,
@@ -79,11 +79,13 @@ type connLimiter struct {
 	// or closed: eviction starts this far below limit, so that under a
 	// flood Accept rarely waits for a goroutine to finish.
 	reserve int
-	// peek is Accept's scratch buffer for peekRequest. One buffer
-	// serves because net/http's Server.Serve calls Accept from a single
+	// peek is Accept's scratch buffer for calls.peek, and calls makes
+	// Accept's system calls on a new connection. One of each serves
+	// because net/http's Server.Serve calls Accept from a single
 	// goroutine, in a loop; a caller that called Accept concurrently
 	// would need one each.
-	peek []byte
+	peek  []byte
+	calls *connCalls
 	// short answers plain probes at accept; nil (a test's limiter)
 	// answers none.
 	short *shortPath
@@ -110,6 +112,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, logger *
 		limit:    limit,
 		reserve:  limit / 8,
 		peek:     make([]byte, maxRequestBytes),
+		calls:    newConnCalls(),
 	}
 	l.released.L = &l.mu
 	l.quarantine = newQuarantine(ln, limit, counters, logger)
@@ -147,12 +150,12 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			if fresh {
 				l.counters.accepted.Add(1)
 			}
-			switch p, n := peekRequest(nc, l.peek); {
+			switch p, n := l.calls.peek(nc, l.peek); {
 			case p == peekedOversized:
 				refuse(nc)
 			case p == peekedClosed:
 				_ = nc.Close() // nothing to answer: it never takes a slot
-			case p == peekedComplete && l.short != nil && l.short.answer(nc, l.peek, n):
+			case p == peekedComplete && l.short != nil && l.short.answer(l.calls, nc, l.peek, n):
 				// answered and closed
 			case p == peekedEmpty && fresh && l.crowded():
 				// Held until it speaks, or in its place the

@@ -22,7 +22,7 @@ import (
 // time, where it cannot be evicted, and a client that provokes it in a loop
 // holds every slot. So a header that reaches this cap, below net/http's, is
 // refused here with net/http's own 431 bytes (response431), at accept when
-// the bytes are already there (peekRequest), else by ending the read, on
+// the bytes are already there (connCalls.peek), else by ending the read, on
 // which net/http closes at once; closeAfterBody keeps net/http from
 // draining a body, and limitHeaderValues from counting values. Keep-alive
 // is off, and once a request has been read every further read fails

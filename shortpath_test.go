@@ -342,7 +342,7 @@ func TestShortPathAllocatesNothing(t *testing.T) {
 }
 
 // BenchmarkShortPath measures what the short path does for a kubelet's
-// probe besides its three system calls: parse, route, count and build the
+// probe besides its system calls: parse, route, count and build the
 // answer.
 func BenchmarkShortPath(b *testing.B) {
 	s := probeServer(true, false)
@@ -481,7 +481,7 @@ func FuzzShortPath(f *testing.F) {
 				if counted != before {
 					t.Fatalf("%q: not a plain probe, but counted", raw)
 				}
-				if srv.sp.answer(silentConn{t: t}, buf, n) {
+				if srv.sp.answer(nil, silentConn{t: t}, buf, n) {
 					t.Fatalf("%q: answered at accept", raw)
 				}
 				continue
