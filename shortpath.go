@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,7 +68,9 @@ func newShortPath(s *Server) *shortPath {
 // buffer; it would linger 500 ms before closing only over a body it did
 // not read, and a plain probe has none.) The bytes are those the peek saw,
 // already in the queue, so the read returns at once; should it not return
-// them all, the connection is broken, and it is closed unanswered.
+// them all, the connection is broken, and it is closed unanswered and
+// uncounted, as net/http counts an answer only once it has read the
+// request.
 //
 // The answer, under 1 KiB, goes into the empty send buffer of a fresh
 // socket, so the write completes at once. Should it not (no buffer memory,
@@ -76,35 +79,35 @@ func newShortPath(s *Server) *shortPath {
 // Accept. A client that sends more after its request may see a reset too,
 // as from net/http.
 func (sp *shortPath) answer(calls *connCalls, nc net.Conn, buf []byte, n int) bool {
-	answer, ok := sp.plainAnswer(buf, n)
+	answer, counter, ok := sp.plainAnswer(buf, n)
 	if !ok {
 		return false
 	}
 	if calls.read(buf[:n]) {
+		counter.Add(1) // as the handler counts, between the read and the write
 		calls.write(answer)
 	}
 	_ = nc.Close()
 	return true
 }
 
-// plainAnswer returns the answer to the request in buf[:n], and counts it
-// as the handler would, if it is a plain probe. A full buf may not hold all
-// the client has sent, so it is never one. The answer is valid until the
-// next call.
-func (sp *shortPath) plainAnswer(buf []byte, n int) ([]byte, bool) {
+// plainAnswer returns the answer to the request in buf[:n] and the counter
+// the handler would count it in, if it is a plain probe. A full buf may
+// not hold all the client has sent, so it is never one. The answer is
+// valid until the next call.
+func (sp *shortPath) plainAnswer(buf []byte, n int) ([]byte, *atomic.Uint64, bool) {
 	if n >= len(buf) {
-		return nil, false
+		return nil, nil, false
 	}
 	p, ok := parsePlainProbe(buf[:n])
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	// The conversion of a short query does not allocate: it does not
 	// escape route.
 	resp, counter := sp.s.route(p.method, p.path, string(p.rawQuery))
-	counter.Add(1)
 	sp.buf = sp.appendAnswer(sp.buf[:0], p, resp, time.Now())
-	return sp.buf, true
+	return sp.buf, counter, true
 }
 
 // appendAnswer appends resp, the answer to p, as net/http writes it: the
