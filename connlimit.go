@@ -152,7 +152,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			}
 			switch p, n := l.calls.peek(nc, l.peek); {
 			case p == peekedOversized:
-				refuse(nc)
+				refuse(l.calls, nc)
 			case p == peekedClosed:
 				_ = nc.Close() // nothing to answer: it never takes a slot
 			case p == peekedComplete && l.short != nil && l.short.answer(l.calls, nc, l.peek, n):
