@@ -186,9 +186,11 @@ type plainProbe struct {
 //     drains and lingers are made of.
 //   - No Expect (net/http answers 417 to any it does not support) and no
 //     Upgrade (a protocol switch is never a probe).
-//   - For HTTP/1.0, no Connection header: net/http answers a 1.0 request
-//     that asks for keep-alive with "Connection: keep-alive", even though
-//     it then closes, and the short path need not reproduce that.
+//   - For HTTP/1.0, no Connection header: on Go 1.26 net/http answers a
+//     1.0 request that asks for keep-alive with "Connection: keep-alive",
+//     even though it then closes, and on Go 1.27 with no Connection
+//     header; the exclusion keeps the short path out of a
+//     version-dependent answer.
 //   - Nothing after the blank line: a pipelined request, or a body sent
 //     without being declared, is net/http's to deal with.
 //
