@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // plainProbeRequests are requests of every shape the short path takes:
@@ -207,7 +206,6 @@ func maskDate(t testing.TB, answer string) string {
 // writes for it, but the Date value. (That the first are answered at
 // accept and the others reach net/http is TestShortPathTakesOnlyPlainProbes.)
 func TestShortPathMatchesNetHTTP(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the servers' cleanup
 	reqs := plainProbeRequests()
 	for _, tc := range notPlainProbes {
 		reqs = append(reqs, tc.raw)
@@ -234,7 +232,6 @@ func TestShortPathMatchesNetHTTP(t *testing.T) {
 // Status counts each answer and each connection exactly once, as the
 // handler and the limiter do for the requests that reach net/http.
 func TestShortPathCounts(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, _ := newTestServer(t)
 	addr, _ := startServing(t, s)
 	const n = 7
@@ -271,7 +268,6 @@ func TestShortPathCounts(t *testing.T) {
 // with the request unread, the kernel would have reset the connection and
 // the answer would be lost.
 func TestShortPathClosesCleanly(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, _ := newTestServer(t)
 	s.SetRegistered()
 	s.SetDataPlaneReady()
