@@ -1,7 +1,6 @@
 package health
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -161,13 +160,20 @@ func answerStates() []func(*Server) {
 	return states
 }
 
-// serveReference serves s's handler on a fresh loopback listener with the
-// http.Server Serve uses, configured alike, but without the limiter and so
-// without the short path: net/http's answers, as they were before it.
+// serveReference serves s's handler on a fresh loopback listener as
+// serveNetHTTP does.
 func serveReference(t *testing.T, s *Server) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	serveNetHTTP(t, s, ln)
+	return ln.Addr().String()
+}
+
+// serveNetHTTP serves s's handler on ln, until the test's end, with the
+// http.Server Serve uses, configured alike, but without the limiter and so
+// without the short path: net/http's answers, as they were before it.
+func serveNetHTTP(t testing.TB, s *Server, ln net.Listener) {
 	srv := s.httpServer(nil)
 	done := make(chan struct{})
 	go func() {
@@ -178,7 +184,6 @@ func serveReference(t *testing.T, s *Server) string {
 		_ = srv.Close()
 		<-done
 	})
-	return ln.Addr().String()
 }
 
 var dateHeader = regexp.MustCompile("\r\nDate: [^\r\n]*\r\n")
@@ -413,20 +418,11 @@ func (l *pipeListener) exchange(t testing.TB, raw []byte) string {
 	return string(answer)
 }
 
-// serveOnPipes serves s's handler as serveReference does, on a
+// serveOnPipes serves s's handler as serveNetHTTP does, on a
 // pipeListener.
 func serveOnPipes(t testing.TB, s *Server) *pipeListener {
 	l := newPipeListener()
-	srv := s.httpServer(nil)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Shutdown(context.Background())
-		<-done
-	})
+	serveNetHTTP(t, s, l)
 	return l
 }
 
