@@ -403,8 +403,8 @@ type limitedConn struct {
 	limiter *connLimiter
 
 	// Guarded by limiter.mu.
-	state      slotState
-	prev, next *limitedConn
+	state slotState
+	links[limitedConn]
 
 	// Used by the goroutine reading the connection only (net/http's reads
 	// never overlap).
@@ -413,33 +413,5 @@ type limitedConn struct {
 	refused bool          // the request has been refused as too large
 }
 
-// connList is an intrusive doubly linked list of connections in the order
-// they were added, so that finding the oldest and removing any one are
-// O(1) under the limiter's lock.
-type connList struct{ head, tail *limitedConn }
-
-func (l *connList) front() *limitedConn { return l.head }
-
-func (l *connList) pushBack(c *limitedConn) {
-	c.prev, c.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = c
-	} else {
-		l.head = c
-	}
-	l.tail = c
-}
-
-func (l *connList) remove(c *limitedConn) {
-	if c.prev != nil {
-		c.prev.next = c.next
-	} else {
-		l.head = c.next
-	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	} else {
-		l.tail = c.prev
-	}
-	c.prev, c.next = nil, nil
-}
+// connList is a list of held connections, oldest first.
+type connList = list[limitedConn, *limitedConn]
