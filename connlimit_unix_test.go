@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"go.uber.org/goleak"
 )
 
 // TestOutOfDescriptorsMakesRoom runs Serve on a listener whose accept fails
@@ -18,7 +17,6 @@ import (
 // a log line each time), and say so once.
 func TestOutOfDescriptorsMakesRoom(t *testing.T) {
 	floodTest(t)
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, logs, ln := listenReady(t)
 	counting := &countingListener{Listener: ln, limit: 16, outOfFDsAt: 3}
 	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 16) })

@@ -15,14 +15,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // TestDeferredAcceptFromTheStart checks that Serve has the kernel hold
 // silent connections from its first moment, not only once a flood has
 // begun: a probe that writes late must survive the first seconds of one.
 func TestDeferredAcceptFromTheStart(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
 	s, logs := newTestServer(t)
 	ln, err := s.Listen()
 	require.NoError(t, err)
@@ -52,7 +50,6 @@ func TestDeferredAcceptFromTheStart(t *testing.T) {
 // pool; a limiter that accepted it at once would have evicted it.
 func TestSlowProbeSurvivesChurn(t *testing.T) {
 	floodTest(t)
-	t.Cleanup(func() { goleak.VerifyNone(t) })
 	const limit = 16
 	_, addr, _ := serveReadyLimited(t, limit)
 

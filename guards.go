@@ -22,7 +22,7 @@ import (
 // time, where it cannot be evicted, and a client that provokes it in a loop
 // holds every slot. So a header that reaches this cap, below net/http's, is
 // refused here with net/http's own 431 bytes (response431), at accept when
-// the bytes are already there (peekRequest), else by ending the read, on
+// the bytes are already there (connCalls.peek), else by ending the read, on
 // which net/http closes at once; closeAfterBody keeps net/http from
 // draining a body, and limitHeaderValues from counting values. Keep-alive
 // is off, and once a request has been read every further read fails
@@ -55,12 +55,17 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // refuse answers a connection whose header is already over the cap as
 // net/http would, and closes it, without handing it to net/http: a flood
-// of oversized headers then costs no goroutine and no buffers. The answer
-// is a few dozen bytes on a fresh socket, so the write never waits.
-func refuse(nc net.Conn) {
-	_, _ = io.WriteString(nc, response431)
+// of oversized headers then costs no goroutine and no buffers. calls is
+// the connCalls that peeked nc. The answer is a few dozen bytes on a fresh
+// socket, but Accept must not wait even for a client that keeps its
+// receive window shut, so it is written with one write that never waits,
+// and whatever the send buffer does not take is dropped.
+func refuse(calls *connCalls, nc net.Conn) {
+	calls.write(response431Bytes)
 	_ = nc.Close()
 }
+
+var response431Bytes = []byte(response431)
 
 // headerScanner finds the blank line that ends an HTTP/1 request header,
 // across reads, and counts the header's lines up to it: what comes after

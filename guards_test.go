@@ -15,7 +15,6 @@ import (
 	"github.com/meshnode/health/internal/hostile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // TestResponse431IsNetHTTPs sends the same oversized requests to Serve and
@@ -98,7 +97,6 @@ func (l opaqueListener) Accept() (net.Conn, error) {
 }
 
 func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	s, _, ln := listenReady(t)
 	addr, _ := startServingOn(t, wrap(ln), func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
 	for _, size := range []int{maxRequestBytes, 9 << 10, 64 << 10} {
@@ -142,7 +140,6 @@ func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 // answered and its connection closed without waiting for the body: left to
 // net/http, each would hold its slot, unevictable, for the read timeout.
 func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
 	s, addr, _ := serveReadyLimited(t, 4)
 	for i := 0; i < 8; i++ {
 		c, err := net.Dial("tcp", addr)

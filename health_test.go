@@ -366,6 +366,22 @@ func exchange(t *testing.T, addr, raw string) string {
 	return string(got)
 }
 
+// tcpPair returns the two ends of a fresh loopback TCP connection, closed
+// at the test's end.
+func tcpPair(t testing.TB) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	server, err = ln.Accept()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = server.Close() })
+	return server, client
+}
+
 // assertClosedByServer reads c until the server's close shows: EOF, or a
 // reset when the server closed with request bytes still unread. A timeout
 // means the server kept the connection open.

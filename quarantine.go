@@ -77,11 +77,14 @@ type quarantine struct {
 
 // heldConn is a connection in quarantine.
 type heldConn struct {
-	nc         net.Conn
-	fd         int32
-	deadline   time.Time // its accept plus the grace
-	prev, next *heldConn
+	nc       net.Conn
+	fd       int32
+	deadline time.Time // its accept plus the grace
+	links[heldConn]
 }
+
+// heldList is a list of held connections, oldest first.
+type heldList = list[heldConn, *heldConn]
 
 // newQuarantine returns the quarantine of a connLimiter on ln. Where
 // descriptors cannot be watched (outside Linux, or on a listener that is
@@ -365,41 +368,6 @@ func descriptorOf(v any) (int32, bool) {
 		return 0, false
 	}
 	return int32(fd), true
-}
-
-// heldList is an intrusive doubly linked list of held connections, oldest
-// first, so that the oldest is at hand and any one leaves in O(1).
-type heldList struct {
-	head, tail *heldConn
-	len        int
-}
-
-func (l *heldList) front() *heldConn { return l.head }
-
-func (l *heldList) pushBack(c *heldConn) {
-	c.prev, c.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = c
-	} else {
-		l.head = c
-	}
-	l.tail = c
-	l.len++
-}
-
-func (l *heldList) remove(c *heldConn) {
-	if c.prev != nil {
-		c.prev.next = c.next
-	} else {
-		l.head = c.next
-	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	} else {
-		l.tail = c.prev
-	}
-	c.prev, c.next = nil, nil
-	l.len--
 }
 
 // crowded reports whether the slots are under pressure, which is when an

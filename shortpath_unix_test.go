@@ -93,3 +93,25 @@ func TestShortPathTakesOnlyPlainProbes(t *testing.T) {
 	}
 	assert.Equal(t, ProbeCounts{Liveness: uint64(healthz), ReadyOK: uint64(len(plain) - healthz)}, st.Probes)
 }
+
+// TestShortPathCountsOnlyWhatItRead hands the short path a connection
+// whose peeked bytes are not in its receive queue (the client wrote
+// nothing): the read that should consume them fails, and the connection
+// is closed unanswered and uncounted, as net/http counts an answer only
+// once it has read the request.
+func TestShortPathCountsOnlyWhatItRead(t *testing.T) {
+	s := probeServer(true, false)
+	sc, client := tcpPair(t)
+	calls := newConnCalls()
+	buf := make([]byte, maxRequestBytes)
+	p, _ := calls.peek(sc, buf)
+	require.Equal(t, peekedEmpty, p)
+	n := copy(buf, benchRequest) // as if peeked
+
+	assert.True(t, newShortPath(s).answer(calls, sc, buf, n), "taken, and closed")
+	assert.Zero(t, s.Status().Probes)
+	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(client)
+	assert.NoError(t, err, "closed, not left open")
+	assert.Empty(t, got, "unanswered")
+}

@@ -226,7 +226,6 @@ func TestDemoCheckPending(t *testing.T) {
 // loop's timeout has passed, the log names the loop, and it clears when
 // the loop turns again. Liveness stays 200.
 func TestDemoHungLoop(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-loop-timeout", "200ms")
 	d.eventuallyAnswers(t, 200, "ok\n")
 
@@ -255,7 +254,6 @@ func TestDemoHungLoop(t *testing.T) {
 // follows the link within the command's one-second wait, long before the
 // check's next 5 s tick.
 func TestDemoLinkDown(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s")
 	d.eventuallyAnswers(t, 200, "ok\n")
 	d.send(t, "link-down")
