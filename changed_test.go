@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 func isClosed(ch <-chan struct{}) bool {
@@ -26,7 +25,6 @@ func isClosed(ch <-chan struct{}) bool {
 // itself, before the setter returns, by every change of the unmet set and
 // by nothing else.
 func TestChangedFollowsTheUnmetSet(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newTestServer(t)
 	w := s.Watch("loop", time.Hour)
 	defer w.Stop()
@@ -73,7 +71,6 @@ func TestChangedWatcherEndsOnTheCurrentState(t *testing.T) {
 		{"ending ready", 500, nil},
 	} {
 		t.Run(final.name, func(t *testing.T) {
-			defer goleak.VerifyNone(t)
 			s, _ := newReadyServer(t)
 			type observation struct {
 				err    error

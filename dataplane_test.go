@@ -398,7 +398,6 @@ func TestDataPlaneCheckPending(t *testing.T) {
 // coalesced, and the schedule restarts from the run it caused.
 func TestCheckNow(t *testing.T) {
 	t.Run("runs the check at once, never in the caller's goroutine, never waiting", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newReadyServer(t)
 		s.checkPeriod = time.Hour
 		ctx, cancel := context.WithCancel(context.Background())
@@ -429,7 +428,6 @@ func TestCheckNow(t *testing.T) {
 	})
 
 	t.Run("any number of calls during a run add one run after it", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newReadyServer(t)
 		s.checkPeriod = time.Hour // no tick in this test's life
 		ctx, cancel := context.WithCancel(context.Background())
@@ -464,7 +462,6 @@ func TestCheckNow(t *testing.T) {
 	})
 
 	t.Run("the next periodic run comes a full period after the one it caused", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		const period = 400 * time.Millisecond
 		s, _ := newReadyServer(t)
 		s.checkPeriod = period
@@ -489,7 +486,6 @@ func TestCheckNow(t *testing.T) {
 	})
 
 	t.Run("does nothing without a check, after a nil fn or once ctx is done", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, _ := newReadyServer(t)
 		s.CheckNow()
 		assert.Equal(t, CheckStatus{}, s.Status().Check)
@@ -526,7 +522,6 @@ func TestCheckGoexit(t *testing.T) {
 	// stall (three periods), which would log lines these tests count.
 	const goexitPeriod = 50 * time.Millisecond
 	t.Run("once: a failure, then polling goes on", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
 		s.checkPeriod = goexitPeriod
 		var n atomic.Int32
@@ -553,7 +548,6 @@ func TestCheckGoexit(t *testing.T) {
 	})
 
 	t.Run("always: failing, logged once, polling at its period", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
 		s.checkPeriod = goexitPeriod
 		check, calls := countingCheck(func() error { runtime.Goexit(); return nil })
@@ -574,7 +568,6 @@ func TestCheckGoexit(t *testing.T) {
 	})
 
 	t.Run("after failures, a Goexit is logged with its stack", func(t *testing.T) {
-		defer goleak.VerifyNone(t)
 		s, logs := newPolledServer(t)
 		s.checkPeriod = goexitPeriod
 		var n atomic.Int32

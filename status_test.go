@@ -246,7 +246,6 @@ func TestStatusIsASnapshot(t *testing.T) {
 // next check, so once call n+1 has started, result n is in and nothing
 // later is.
 func TestStatusCheckLastError(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newPolledServer(t)
 	assert.Nil(t, s.Status().Check.LastError, "no check set")
 

@@ -65,7 +65,6 @@ func TestWatchPanicsOnNonPositiveTimeout(t *testing.T) {
 // TestWatchdogFirstBeat is the first-beat rule: a loop that has not turned
 // has shown nothing, so the node is not ready until it does.
 func TestWatchdogFirstBeat(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, logs := newReadyServer(t)
 	w := s.Watch("netlink "+plantedSubsystem, time.Hour)
 	defer w.Stop()
@@ -95,7 +94,6 @@ func TestWatchdogFirstBeat(t *testing.T) {
 // TestWatchdogDeadline is the time bound on both sides: row 9 never before
 // the last Beat plus the timeout, and at most 1 s after it.
 func TestWatchdogDeadline(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	const timeout = 250 * time.Millisecond
 	s, logs := newReadyServer(t)
 	w := s.Watch("reconcile", timeout)
@@ -133,7 +131,6 @@ func TestWatchdogDeadline(t *testing.T) {
 // passing it is logged and counted like any other, though the watchdog
 // was unmet from the start.
 func TestWatchdogFirstDeadline(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	const timeout = 250 * time.Millisecond
 	s, logs := newReadyServer(t)
 	before := time.Now()
@@ -169,7 +166,6 @@ func TestWatchdogFirstDeadline(t *testing.T) {
 // timeout stays met, and the timer wakes about once per timeout, not per
 // Beat nor every few milliseconds.
 func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	const timeout = 150 * time.Millisecond
 	s, logs := newReadyServer(t)
 	w := s.Watch("reconcile", timeout)
@@ -196,7 +192,6 @@ func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
 // before it returns; each deadline passed is logged once, each recovery
 // once, and nothing is logged per Beat.
 func TestWatchdogRecovers(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	const timeout = 50 * time.Millisecond
 	s, logs := newReadyServer(t)
 	w := s.Watch("reconcile", timeout)
@@ -222,7 +217,6 @@ func TestWatchdogRecovers(t *testing.T) {
 }
 
 func TestWatchdogStop(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, logs := newReadyServer(t)
 	a := s.Watch("a", time.Hour)
 	b := s.Watch("b", time.Hour)
@@ -294,7 +288,6 @@ func TestWatchdogStopRacesTheTimer(t *testing.T) {
 // TestWatchdogLongTimeout: a timeout too long to add to the clock ("never")
 // is no deadline in the past.
 func TestWatchdogLongTimeout(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, logs := newReadyServer(t)
 	w := s.Watch("patient", math.MaxInt64)
 	defer w.Stop()
@@ -312,7 +305,6 @@ func TestWatchdogLongTimeout(t *testing.T) {
 }
 
 func TestWatchdogStatus(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	const timeout = 50 * time.Millisecond
 	s, _ := newReadyServer(t)
 	first := s.Watch("loop", time.Hour)
@@ -368,7 +360,6 @@ func TestWatchdogStatus(t *testing.T) {
 // pool that shrinks) or start, and a name stays once all of its watchdogs
 // stopped. Summed over Status.Watchdogs, the same counts fall.
 func TestWatchdogTotalsNeverFall(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newReadyServer(t)
 	steady := s.Watch("worker", time.Hour)
 	flaky := s.Watch("worker", 20*time.Millisecond)
@@ -432,7 +423,6 @@ func TestWatchdogLastBeatAfterClockStep(t *testing.T) {
 // completes while another goroutine holds the Server's lock, and
 // allocates nothing.
 func TestBeatTakesNoLockAndAllocatesNothing(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	s, _ := newReadyServer(t)
 	w := s.Watch("reconcile", time.Hour)
 	defer w.Stop()
@@ -463,7 +453,6 @@ func TestBeatTakesNoLockAndAllocatesNothing(t *testing.T) {
 // the watchdog is met: never stuck unmet after a Beat. Once the Beats
 // stop it goes unmet: never stuck met after a deadline.
 func TestBeatRacesTheDeadline(t *testing.T) {
-	defer goleak.VerifyNone(t)
 	const timeout = 3 * time.Millisecond
 	s, _ := newReadyServer(t)
 	w := s.Watch("racy", timeout)
