@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -91,6 +92,11 @@ type connLimiter struct {
 	// quarantine holds, under pressure, connections that arrive empty,
 	// until they speak.
 	quarantine *quarantine
+	// lastEviction is the monotonicNow of this limiter's last eviction,
+	// or close of a silent connection in quarantine; 0 before the first.
+	// crowded reads it rather than the Server's counter, which Serve
+	// calls on other listeners share.
+	lastEviction atomic.Int64
 
 	mu             sync.Mutex
 	released       sync.Cond    // a held connection was released, or shutdown began
@@ -113,7 +119,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, log logF
 		peek:     make([]byte, maxRequestBytes),
 	}
 	l.released.L = &l.mu
-	l.quarantine = newQuarantine(ln, limit, counters, log)
+	l.quarantine = newQuarantine(ln, limit, l.countEviction, log)
 	counters.limit.Add(int64(limit)) // until Serve returns: see serve
 	// A listener that is not a socket (a test's, say) has nothing to set.
 	if sc, ok := ln.(syscall.Conn); ok {
@@ -285,9 +291,18 @@ func (l *connLimiter) evictOldest(newcomerWaiting bool) *limitedConn {
 		return nil
 	}
 	l.evict(c)
-	l.counters.evicted.Add(1)
-	l.counters.lastEviction.Store(monotonicNow())
+	l.countEviction()
 	return c
+}
+
+// countEviction counts a connection closed to make room, in the slots or
+// in quarantine: in the Server's counters, for Status, and in the
+// limiter's own lastEviction, for crowded.
+func (l *connLimiter) countEviction() {
+	now := monotonicNow()
+	l.counters.evicted.Add(1)
+	l.counters.lastEviction.Store(now)
+	l.lastEviction.Store(now)
 }
 
 // floodLogDue reports whether the flood warning is due: at most once a

@@ -26,9 +26,8 @@ func quarantineSize(limit int) int { return 2 * limit }
 
 // A quarantine holds, without reading them and without a goroutine each,
 // the connections that arrive empty while the slots are under pressure
-// (see crowded), until their
-// first bytes arrive or quarantineGrace passes. Full, it hands the one held
-// longest to a slot (see hold).
+// (see crowded), until their first bytes arrive or quarantineGrace passes.
+// Full, it hands the one held longest to a slot (see hold).
 //
 // On Linux such a connection exists only when the kernel has completed its
 // handshake without TCP_DEFER_ACCEPT's wait: a SYN cookie, once silent
@@ -58,12 +57,14 @@ func quarantineSize(limit int) int { return 2 * limit }
 // it, and a held connection that speaks reaches net/http through the next
 // Accept, which hands out one connection per call.
 type quarantine struct {
-	ln       net.Listener
-	poller   *readinessPoller // nil where descriptors cannot be watched: nothing is held
-	size     int
-	grace    time.Duration
-	counters *connCounters
-	log      logFunc
+	ln     net.Listener
+	poller *readinessPoller // nil where descriptors cannot be watched: nothing is held
+	size   int
+	grace  time.Duration
+	// countEviction counts a connection closed unspoken, as the limiter
+	// counts its evictions.
+	countEviction func()
+	log           logFunc
 
 	mu         sync.Mutex
 	silent     heldList            // held, no bytes seen yet, oldest first
@@ -87,8 +88,8 @@ type heldConn struct {
 // descriptors cannot be watched (outside Linux, or on a listener that is
 // not a socket) it holds nothing, and Accept admits empty connections as
 // it admits any other.
-func newQuarantine(ln net.Listener, limit int, counters *connCounters, log logFunc) *quarantine {
-	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, counters: counters, log: log, listenerFD: -1}
+func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc) *quarantine {
+	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, countEviction: countEviction, log: log, listenerFD: -1}
 	if _, ok := descriptorOf(ln); !ok {
 		return q
 	}
@@ -262,8 +263,7 @@ func (q *quarantine) drop(c *heldConn) {
 // room, a flood's signature.
 func (q *quarantine) closeUnspoken(c *heldConn) {
 	_ = c.nc.Close() // which also takes it out of the poller's set
-	q.counters.evicted.Add(1)
-	q.counters.lastEviction.Store(monotonicNow())
+	q.countEviction()
 }
 
 // watchListener has the poller watch the listener while anything is
@@ -413,9 +413,10 @@ func (l *heldList) remove(c *heldConn) {
 // as evicted clients reconnect: the recent eviction says so when the count
 // does not. Otherwise a connection admitted empty waits for its request in
 // a slot as it always has, read by its own goroutine the moment the bytes
-// arrive.
+// arrive. Both are this limiter's own: a flood on another listener of the
+// same Server leaves this one's newcomers alone, as it leaves its slots.
 func (l *connLimiter) crowded() bool {
-	if last := l.counters.lastEviction.Load(); last != 0 && time.Duration(monotonicNow()-last) < l.quarantine.grace {
+	if last := l.lastEviction.Load(); last != 0 && time.Duration(monotonicNow()-last) < l.quarantine.grace {
 		return true
 	}
 	l.mu.Lock()

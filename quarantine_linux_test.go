@@ -356,3 +356,29 @@ func lateProbe(addr, path string, delay time.Duration) (answer string, late time
 	}
 	return string(got), late, err
 }
+
+// TestCrowdedIsPerListener serves one Server on two listeners and floods
+// one: only that one holds its empty newcomers. On the other, at rest, a
+// probe that writes its request past the quarantine's grace is admitted
+// at once and answered, as it would be with no flood anywhere.
+func TestCrowdedIsPerListener(t *testing.T) {
+	floodTest(t)
+	s, _, lnA := listenReady(t)
+	lnB, err := s.Listen()
+	require.NoError(t, err)
+	addrA, _ := startServingOn(t, lnA, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 4) })
+	addrB, _ := startServingOn(t, lnB, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 8) })
+	assertProbesAnswered(t, addrB, 1) // Serve has set the deferral by now
+	clearDeferAccept(t, lnB)
+
+	stop := flood(t, addrA, 16, stalled)
+	eventually(t, func() bool { return s.conns.evicted.Load() > 100 }, "the flood evicting on A")
+	for i := range 3 {
+		before := s.conns.evicted.Load()
+		got, late, err := lateProbe(addrB, "/healthz", quarantineGrace+50*time.Millisecond)
+		require.NoError(t, err, "probe %d, sent %v after its handshake", i, late)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n") && strings.HasSuffix(got, "\r\n\r\nok\n"), "probe %d: %q", i, got)
+		assert.Greater(t, s.conns.evicted.Load(), before, "probe %d: A evicting meanwhile", i)
+	}
+	stop()
+}
