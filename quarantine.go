@@ -85,12 +85,19 @@ type heldConn struct {
 }
 
 // newQuarantine returns the quarantine of a connLimiter on ln. Where
-// descriptors cannot be watched (outside Linux, or on a listener that is
-// not a socket) it holds nothing, and Accept admits empty connections as
-// it admits any other.
+// descriptors cannot be watched (outside Linux), or ln is not a
+// *net.TCPListener itself, it holds nothing, and Accept admits empty
+// connections as it admits any other.
+//
+// Only a *net.TCPListener promises what next relies on: that once the
+// poller reports the listener readable, its Accept returns at once. A
+// wrapper's Accept may wait (for a token, a handshake, another
+// acceptor's turn), and the connections that spoke meanwhile would wait
+// with it, past their client's timeout. So the type is checked exactly: a
+// wrapper that embeds one does not qualify.
 func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc) *quarantine {
 	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, countEviction: countEviction, log: log, listenerFD: -1}
-	if _, ok := descriptorOf(ln); !ok {
+	if _, ok := ln.(*net.TCPListener); !ok {
 		return q
 	}
 	p, err := newReadinessPoller()
@@ -156,8 +163,9 @@ func (q *quarantine) hold(nc net.Conn) net.Conn {
 // Accept alone. It returns net.ErrClosed once the quarantine is closed and
 // has nothing left to hand on.
 //
-// It assumes that Serve is the listener's only acceptor: once the poller
-// reports the listener readable, its Accept returns at once.
+// It assumes that once the poller reports the listener readable, its
+// Accept returns at once: true of a *net.TCPListener, the only kind
+// newQuarantine holds anything for, whose only acceptor is Serve.
 func (q *quarantine) next() (nc net.Conn, fresh bool, err error) {
 	for q.poller != nil {
 		q.mu.Lock()

@@ -357,6 +357,36 @@ func lateProbe(addr, path string, delay time.Duration) (answer string, late time
 	return string(got), late, err
 }
 
+// gatedListener is a wrapper of a *net.TCPListener whose Accept could
+// block, as one that waited for a token would.
+type gatedListener struct{ *net.TCPListener }
+
+func (l gatedListener) Accept() (net.Conn, error) { return l.TCPListener.Accept() }
+
+// TestQuarantineOnlyOnTCPListener: the quarantine assumes that Accept
+// returns at once when the listener is readable, which only a
+// *net.TCPListener promises; a wrapper, even one that embeds it, may
+// block in its Accept and strand the connections that spoke.
+func TestQuarantineOnlyOnTCPListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		ln    net.Listener
+		holds bool
+	}{
+		{"*net.TCPListener", ln, true},
+		{"a wrapper embedding one, with its own Accept", gatedListener{ln.(*net.TCPListener)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQuarantine(tc.ln, 8, func() {}, discardLogger().Log)
+			defer q.close()
+			assert.Equal(t, tc.holds, q.poller != nil)
+		})
+	}
+	require.NoError(t, ln.Close())
+}
+
 // TestCrowdedIsPerListener serves one Server on two listeners and floods
 // one: only that one holds its empty newcomers. On the other, at rest, a
 // probe that writes its request past the quarantine's grace is admitted
