@@ -151,7 +151,6 @@ func (q *quarantine) hold(nc net.Conn) net.Conn {
 		return nil
 	}
 	q.drop(oldest)
-	_ = q.poller.unwatch(oldest.fd) // net/http's own poller takes over
 	return oldest.nc
 }
 
@@ -218,7 +217,6 @@ func (q *quarantine) collect(fds []int32) (listenerReady bool) {
 			continue
 		}
 		q.drop(c)
-		_ = q.poller.unwatch(fd)
 		q.ready = append(q.ready, c)
 	}
 	q.watchListener()
@@ -260,17 +258,23 @@ func (q *quarantine) closeOldest() bool {
 	return true
 }
 
-// drop stops holding a silent connection. q.mu must be held.
+// drop stops holding a silent connection, and watching it: an epoll set
+// forgets a socket on its close only once every reference to it has gone,
+// and a child between fork and exec (an agent runs ip, wg, iptables) holds
+// one. Its registration would outlive the close, and its next event would
+// be taken for the connection held next under the same descriptor number.
+// q.mu must be held.
 func (q *quarantine) drop(c *heldConn) {
 	q.silent.remove(c)
 	delete(q.byFD, c.fd)
+	_ = q.poller.unwatch(c.fd)
 }
 
 // closeUnspoken closes a connection that never spoke. It counts as evicted:
 // like an eviction, it is the server closing a silent client for want of
 // room, a flood's signature.
 func (q *quarantine) closeUnspoken(c *heldConn) {
-	_ = c.nc.Close() // which also takes it out of the poller's set
+	_ = c.nc.Close()
 	q.countEviction()
 }
 

@@ -357,6 +357,108 @@ func lateProbe(addr, path string, delay time.Duration) (answer string, late time
 	return string(got), late, err
 }
 
+// heldDeadline returns the deadline of the connection held longest.
+func heldDeadline(t *testing.T, q *quarantine) time.Time {
+	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := q.silent.front()
+	require.NotNil(t, c, "a connection held")
+	return c.deadline
+}
+
+// sleepPast sleeps until deadline has passed: a stall of Accept's
+// goroutine across it (CFS throttling, say), which is the subject.
+func sleepPast(deadline time.Time) {
+	for time.Now().Before(deadline.Add(time.Millisecond)) {
+		time.Sleep(time.Until(deadline.Add(time.Millisecond)))
+	}
+}
+
+// newQuarantineLimiter makes a limiter of 8 slots on a fresh listener
+// without deferred accept, whose quarantine gives grace, driven by the
+// test alone: no Accept runs but the test's.
+func newQuarantineLimiter(t *testing.T, grace time.Duration) (*connLimiter, net.Listener, *connCounters) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	counters := &connCounters{}
+	l := newConnLimiter(ln, 8, counters, discardLogger().Log)
+	t.Cleanup(func() { _ = l.Close() })
+	require.NotNil(t, l.quarantine.poller)
+	l.quarantine.grace = grace
+	clearDeferAccept(t, ln)
+	return l, ln, counters
+}
+
+// dialHeld connects a client and has the quarantine hold its connection,
+// accepted from ln directly.
+func dialHeld(t *testing.T, ln net.Listener, q *quarantine) (client, held net.Conn) {
+	t.Helper()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	held, err = ln.Accept()
+	require.NoError(t, err)
+	require.Nil(t, q.hold(held), "held")
+	return client, held
+}
+
+// TestQuarantineForgetsWhatItCloses: a held connection leaves the poller
+// before it is closed. Closing alone would leave it there while any other
+// reference to the socket lives (a child between fork and exec, here a
+// dup), and once the next held connection took its descriptor number, an
+// event of the old socket would hand on the new one.
+func TestQuarantineForgetsWhatItCloses(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
+	q := l.quarantine
+	clientA, heldA := dialHeld(t, ln, q)
+	fdA, ok := descriptorOf(heldA)
+	require.True(t, ok)
+	dupA, err := syscall.Dup(int(fdA)) // the child's reference
+	require.NoError(t, err)
+	defer syscall.Close(dupA)
+	// Clients dialled before A closes, so that their own sockets do not
+	// take its descriptor number.
+	var queued []net.Conn
+	for range 16 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		queued = append(queued, c)
+	}
+	sleepPast(heldDeadline(t, q))
+	q.expire(time.Now())
+	require.EqualValues(t, 1, counters.evicted.Load(), "A closed as silent")
+
+	// The next connection accepted takes A's descriptor number, once any
+	// lower free one is taken.
+	q.grace = time.Minute
+	var heldB net.Conn
+	for range queued {
+		nc, err := ln.Accept()
+		require.NoError(t, err)
+		defer nc.Close()
+		if fd, _ := descriptorOf(nc); fd == fdA {
+			heldB = nc
+			break
+		}
+	}
+	require.NotNil(t, heldB, "no connection took descriptor %d", fdA)
+	require.Nil(t, q.hold(heldB))
+
+	_, err = clientA.Write([]byte{'x'}) // reaches A's socket, alive through the dup
+	require.NoError(t, err)
+	newcomer, err := net.Dial("tcp", ln.Addr().String()) // for the listener, in case
+	require.NoError(t, err)
+	defer newcomer.Close()
+	nc, fresh, err := q.next()
+	require.NoError(t, err)
+	defer nc.Close()
+	assert.True(t, fresh, "a newcomer, not the silent B handed on for A's byte")
+	assert.NotSame(t, heldB, nc)
+}
+
 // gatedListener is a wrapper of a *net.TCPListener whose Accept could
 // block, as one that waited for a token would.
 type gatedListener struct{ *net.TCPListener }
