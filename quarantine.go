@@ -39,9 +39,9 @@ func quarantineSize(limit int) int { return 2 * limit }
 // be evicted before it speaks. Held here instead, it is admitted once its
 // request has arrived, as one that is being answered and that no
 // eviction touches. Silent clients held here cost no slot; they are closed
-// when their grace runs out, or, the quarantine full, the oldest moves to
-// a slot, where it waits for its request with its own goroutine and is
-// evicted, oldest first, like any other.
+// when their grace runs out with nothing arrived, or, the quarantine full,
+// the oldest moves to a slot, where it waits for its request with its own
+// goroutine and is evicted, oldest first, like any other.
 //
 // Two simpler designs were tried under the same SYN-cookie flood and are
 // worse: sparing connections younger than some age from eviction, and not
@@ -158,9 +158,10 @@ func (q *quarantine) hold(nc net.Conn) net.Conn {
 // has spoken, or whose peer has gone, else the listener's next, which is
 // fresh. While it holds silent connections, it waits for whichever comes
 // first, a held connection's bytes or a new connection, and closes on its
-// way those whose grace has run out; otherwise it waits in the listener's
-// Accept alone. It returns net.ErrClosed once the quarantine is closed and
-// has nothing left to hand on.
+// way those whose grace has run out with nothing arrived (see settle);
+// otherwise it waits in the listener's Accept alone. It returns
+// net.ErrClosed once the quarantine is closed and has nothing left to
+// hand on.
 //
 // It assumes that once the poller reports the listener readable, its
 // Accept returns at once: true of a *net.TCPListener, the only kind
@@ -223,7 +224,8 @@ func (q *quarantine) collect(fds []int32) (listenerReady bool) {
 	return listenerReady
 }
 
-// expire closes the silent connections whose grace ran out by now.
+// expire lets go of the silent connections whose grace ran out by now:
+// see settle.
 func (q *quarantine) expire(now time.Time) {
 	q.mu.Lock()
 	expired := q.expired[:0]
@@ -235,14 +237,16 @@ func (q *quarantine) expire(now time.Time) {
 	q.expired = expired
 	q.mu.Unlock()
 	for i, c := range expired {
-		q.closeUnspoken(c)
+		q.settle(c)
 		expired[i] = nil
 	}
 }
 
-// closeOldest closes the silent connection held longest, if any, and
+// closeOldest lets go of the silent connection held longest, if any, and
 // reports whether it did: the first descriptor to give back when accept
-// runs out of them.
+// runs out of them. Like expire, it closes the connection only if it is
+// still empty (see settle); one that has spoken is handed on instead, and
+// Accept admits it next.
 func (q *quarantine) closeOldest() bool {
 	q.mu.Lock()
 	c := q.silent.front()
@@ -254,7 +258,7 @@ func (q *quarantine) closeOldest() bool {
 	if c == nil {
 		return false
 	}
-	q.closeUnspoken(c)
+	q.settle(c)
 	return true
 }
 
@@ -268,6 +272,29 @@ func (q *quarantine) drop(c *heldConn) {
 	q.silent.remove(c)
 	delete(q.byFD, c.fd)
 	_ = q.poller.unwatch(c.fd)
+}
+
+// settle decides a silent connection dropped once its grace ran out, or to
+// free its descriptor: one on which anything has arrived (bytes, a FIN, a
+// reset) is handed on, for Accept's peek to decide, and only one still
+// empty is closed unspoken. The poller's event may not have been
+// collected yet: the runtime's timer can beat it, and Accept's goroutine
+// can be late past the deadline (a stall, CFS throttling), and a probe
+// whose request waits in the receive queue must not be closed for that.
+func (q *quarantine) settle(c *heldConn) {
+	if !spoke(c.nc) {
+		q.closeUnspoken(c)
+		return
+	}
+	q.mu.Lock()
+	stopping := q.closed || q.failed // release has run, or is about to, without it
+	if !stopping {
+		q.ready = append(q.ready, c)
+	}
+	q.mu.Unlock()
+	if stopping {
+		_ = c.nc.Close()
+	}
 }
 
 // closeUnspoken closes a connection that never spoke. It counts as evicted:

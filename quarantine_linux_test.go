@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -402,6 +403,103 @@ func dialHeld(t *testing.T, ln net.Listener, q *quarantine) (client, held net.Co
 	require.NoError(t, err)
 	require.Nil(t, q.hold(held), "held")
 	return client, held
+}
+
+const healthzRequest = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+// TestPollerWaitReportsPastItsDeadline: a wait whose deadline has already
+// passed still reports the events there. With the deadline past, the
+// runtime returns its timeout without asking epoll, and its timer can beat
+// the readiness event as well: a held connection that spoke in time would
+// be taken for silent.
+func TestPollerWaitReportsPastItsDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	p, err := newReadinessPoller()
+	require.NoError(t, err)
+	defer p.close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer client.Close()
+	nc, err := ln.Accept()
+	require.NoError(t, err)
+	defer nc.Close()
+	fd, ok := descriptorOf(nc)
+	require.True(t, ok)
+	require.NoError(t, p.watch(fd))
+	_, err = io.WriteString(client, healthzRequest)
+	require.NoError(t, err)
+	eventually(t, func() bool { return spoke(nc) }, "the request in the receive queue")
+
+	fds, err := p.wait(time.Now().Add(-time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, []int32{fd}, fds)
+
+	fds, err = p.wait(time.Now().Add(-time.Second))
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "nothing more: one-shot")
+	assert.Empty(t, fds)
+}
+
+// TestQuarantineHandsOnWhatSpokeBeforeALateLook is the stall across a
+// deadline: a held probe speaks within its grace, and Accept looks again
+// only after the grace has run out. The probe is handed on, not closed as
+// silent.
+func TestQuarantineHandsOnWhatSpokeBeforeALateLook(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
+	q := l.quarantine
+	client, _ := dialHeld(t, ln, q)
+	_, err := io.WriteString(client, healthzRequest)
+	require.NoError(t, err)
+	sleepPast(heldDeadline(t, q))
+	other, err := net.Dial("tcp", ln.Addr().String()) // for the listener, were the probe closed
+	require.NoError(t, err)
+	defer other.Close()
+
+	nc, fresh, err := q.next()
+	require.NoError(t, err)
+	defer nc.Close()
+	assert.False(t, fresh, "the held probe, not a newcomer")
+	assert.Equal(t, client.LocalAddr().String(), nc.RemoteAddr().String())
+	assert.Zero(t, counters.evicted.Load())
+}
+
+// TestQuarantineExpireSparesWhatSpoke: whatever the poller has reported,
+// a connection whose bytes, FIN or reset have arrived is never closed as
+// silent when its grace runs out; it is handed on, and Accept's peek
+// decides.
+func TestQuarantineExpireSparesWhatSpoke(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		speak func(*net.TCPConn)
+	}{
+		{"request", func(c *net.TCPConn) { _, _ = io.WriteString(c, healthzRequest) }},
+		{"FIN", func(c *net.TCPConn) { _ = c.CloseWrite() }},
+		{"reset", func(c *net.TCPConn) { _ = c.SetLinger(0); _ = c.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
+			q := l.quarantine
+			client, held := dialHeld(t, ln, q)
+			tc.speak(client.(*net.TCPConn))
+			eventually(t, func() bool { return spoke(held) }, "its bytes or its end arrived")
+			sleepPast(heldDeadline(t, q))
+
+			q.expire(time.Now()) // before any wait collects the event
+			assert.Zero(t, counters.evicted.Load(), "not closed as silent")
+			q.mu.Lock()
+			silent, ready := q.silent.len, append([]*heldConn(nil), q.ready...)
+			q.mu.Unlock()
+			assert.Zero(t, silent)
+			require.Len(t, ready, 1, "handed on")
+			assert.Same(t, held, ready[0].nc)
+			nc, fresh, err := q.next()
+			require.NoError(t, err)
+			assert.Same(t, held, nc)
+			assert.False(t, fresh)
+			_ = nc.Close()
+		})
+	}
 }
 
 // TestQuarantineForgetsWhatItCloses: a held connection leaves the poller
