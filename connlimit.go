@@ -154,21 +154,8 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			if fresh {
 				l.counters.accepted.Add(1)
 			}
-			switch p, n := peekRequest(nc, l.peek); {
-			case p == peekedOversized:
-				refuse(nc)
-			case p == peekedClosed:
-				_ = nc.Close() // nothing to answer: it never takes a slot
-			case p == peekedComplete && l.short != nil && l.short.answer(nc, l.peek, n):
-				// answered and closed
-			case p == peekedEmpty && fresh && l.crowded():
-				// Held until it speaks, or in its place the
-				// connection held longest comes to a slot.
-				if nc = l.quarantine.hold(nc); nc != nil {
-					return l.admit(nc, false), nil
-				}
-			default:
-				return l.admit(nc, p == peekedComplete), nil
+			if nc = l.route(nc, fresh); nc != nil {
+				return nc, nil
 			}
 			continue
 		}
@@ -178,6 +165,41 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		// net/http would log this and back off for up to a second,
 		// while the kubelet's connection waits in the kernel's queue.
 		l.outOfDescriptors(err)
+	}
+}
+
+// route deals with a connection by what has arrived on it, and returns it
+// admitted for net/http, or nil when it was dealt with here (answered,
+// refused, closed or held). fresh is true for a connection straight from
+// the listener, false for one from the quarantine, which is never held
+// again. makeRoom has made room for one admission, and route admits at
+// most one connection.
+func (l *connLimiter) route(nc net.Conn, fresh bool) net.Conn {
+	for {
+		switch p, n := peekRequest(nc, l.peek); {
+		case p == peekedOversized:
+			refuse(nc)
+		case p == peekedClosed:
+			_ = nc.Close() // nothing to answer: it never takes a slot
+		case p == peekedComplete && l.short != nil && l.short.answer(nc, l.peek, n):
+			// answered and closed
+		case p == peekedEmpty && fresh && l.crowded():
+			// Held until it speaks, or in its place the connection
+			// held longest comes out, whose request may have arrived
+			// since the poller last reported: it takes the same peek,
+			// once, as one not fresh.
+			switch moved := l.quarantine.hold(nc); moved {
+			case nil:
+			case nc:
+				return l.admit(nc, false)
+			default:
+				nc, fresh = moved, false
+				continue
+			}
+		default:
+			return l.admit(nc, p == peekedComplete)
+		}
+		return nil
 	}
 }
 

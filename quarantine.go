@@ -116,11 +116,13 @@ func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc
 // Accept is to admit to a slot instead, if any: nc itself when it cannot
 // be held (no poller, Serve stopping, no descriptor to watch), nil when it
 // is held, or, when the quarantine is full, the connection held longest,
-// which makes room for it. That one goes to a slot rather than being
-// closed, so that the slots' own eviction, oldest first, takes over: the
-// connections in slots waiting for a request are older still, and under a
-// flood a probe's late request then has the slots and the quarantine
-// together, not the quarantine alone, to arrive in.
+// which makes room for it. That one goes on rather than being closed, so
+// that the slots' own eviction, oldest first, takes over: the connections
+// in slots waiting for a request are older still, and under a flood a
+// probe's late request then has the slots and the quarantine together,
+// not the quarantine alone, to arrive in. Its request may have arrived
+// since the poller last reported, so Accept peeks at it as at a newcomer
+// (see connLimiter.route).
 func (q *quarantine) hold(nc net.Conn) net.Conn {
 	if q.poller == nil {
 		return nc

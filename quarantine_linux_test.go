@@ -90,10 +90,12 @@ func newQuarantineRig(t *testing.T, limit int, grace time.Duration) *quarantineR
 	return r
 }
 
-// held returns the local addresses of the connections in quarantine,
-// oldest first, and how many have spoken and wait for Accept.
-func (r *quarantineRig) held() (silent []string, ready int) {
-	q := r.l.quarantine
+// held is heldIn of the rig's quarantine.
+func (r *quarantineRig) held() (silent []string, ready int) { return heldIn(r.l.quarantine) }
+
+// heldIn returns the clients' addresses of the connections q holds
+// silent, oldest first, and how many have spoken and wait for Accept.
+func heldIn(q *quarantine) (silent []string, ready int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for c := q.silent.front(); c != nil; c = c.next {
@@ -585,6 +587,48 @@ func TestQuarantineOnlyOnTCPListener(t *testing.T) {
 		})
 	}
 	require.NoError(t, ln.Close())
+}
+
+// TestQuarantineFullPeeksTheOldest: full, the quarantine makes room by
+// handing over the connection held longest, whose request may have
+// arrived since the poller last reported (here nothing has waited on it
+// since). It is admitted as the peek finds it: with its request complete,
+// as being answered, never as waiting, which eviction could close with
+// the request unread.
+func TestQuarantineFullPeeksTheOldest(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, time.Minute)
+	q := l.quarantine
+	for !l.crowded() {
+		dialStalled(t, ln.Addr().String())
+		nc, err := l.Accept()
+		require.NoError(t, err)
+		defer nc.Close()
+	}
+	var clients, held []net.Conn
+	for range q.size {
+		c, nc := dialHeld(t, ln, q)
+		clients, held = append(clients, c), append(held, nc)
+	}
+	_, err := io.WriteString(clients[0], healthzRequest)
+	require.NoError(t, err)
+	eventually(t, func() bool { return spoke(held[0]) }, "the oldest's request arrived")
+	accepted, evicted := counters.accepted.Load(), counters.evicted.Load()
+
+	newcomer, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer newcomer.Close()
+	nc, err := ln.Accept()
+	require.NoError(t, err)
+	got := l.route(nc, true)
+	require.NotNil(t, got, "the oldest, handed over")
+	defer got.Close()
+	assert.Same(t, held[0], got.(*limitedConn).Conn)
+	assert.Equal(t, slotActive, got.(*limitedConn).state, "its request is complete: never evicted")
+	assert.Equal(t, accepted, counters.accepted.Load(), "neither counted again")
+	assert.Equal(t, evicted, counters.evicted.Load())
+	silent, _ := heldIn(q)
+	assert.Len(t, silent, q.size, "the newcomer held in its place")
+	assert.Equal(t, newcomer.LocalAddr().String(), silent[len(silent)-1])
 }
 
 // TestCrowdedIsPerListener serves one Server on two listeners and floods
