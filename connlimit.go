@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -93,6 +94,11 @@ type connLimiter struct {
 	// quarantine holds, under pressure, connections that arrive empty,
 	// until they speak.
 	quarantine *quarantine
+	// lastEviction is the monotonicNow of this limiter's last eviction,
+	// or close of a silent connection in quarantine; 0 before the first.
+	// crowded reads it rather than the Server's counter, which Serve
+	// calls on other listeners share.
+	lastEviction atomic.Int64
 
 	mu             sync.Mutex
 	released       sync.Cond    // a held connection was released, or shutdown began
@@ -116,7 +122,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, log logF
 		calls:    newConnCalls(),
 	}
 	l.released.L = &l.mu
-	l.quarantine = newQuarantine(ln, limit, counters, log)
+	l.quarantine = newQuarantine(ln, limit, l.countEviction, log)
 	counters.limit.Add(int64(limit)) // until Serve returns: see serve
 	// A listener that is not a socket (a test's, say) has nothing to set.
 	if sc, ok := ln.(syscall.Conn); ok {
@@ -151,21 +157,8 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			if fresh {
 				l.counters.accepted.Add(1)
 			}
-			switch p, n := l.calls.peek(nc, l.peek); {
-			case p == peekedOversized:
-				refuse(l.calls, nc)
-			case p == peekedClosed:
-				_ = nc.Close() // nothing to answer: it never takes a slot
-			case p == peekedComplete && l.short != nil && l.short.answer(l.calls, nc, l.peek, n):
-				// answered and closed
-			case p == peekedEmpty && fresh && l.crowded():
-				// Held until it speaks, or in its place the
-				// connection held longest comes to a slot.
-				if nc = l.quarantine.hold(nc); nc != nil {
-					return l.admit(nc, false), nil
-				}
-			default:
-				return l.admit(nc, p == peekedComplete), nil
+			if nc = l.route(nc, fresh); nc != nil {
+				return nc, nil
 			}
 			continue
 		}
@@ -175,6 +168,41 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		// net/http would log this and back off for up to a second,
 		// while the kubelet's connection waits in the kernel's queue.
 		l.outOfDescriptors(err)
+	}
+}
+
+// route deals with a connection by what has arrived on it, and returns it
+// admitted for net/http, or nil when it was dealt with here (answered,
+// refused, closed or held). fresh is true for a connection straight from
+// the listener, false for one from the quarantine, which is never held
+// again. makeRoom has made room for one admission, and route admits at
+// most one connection.
+func (l *connLimiter) route(nc net.Conn, fresh bool) net.Conn {
+	for {
+		switch p, n := l.calls.peek(nc, l.peek); {
+		case p == peekedOversized:
+			refuse(l.calls, nc)
+		case p == peekedClosed:
+			_ = nc.Close() // nothing to answer: it never takes a slot
+		case p == peekedComplete && l.short != nil && l.short.answer(l.calls, nc, l.peek, n):
+			// answered and closed
+		case p == peekedEmpty && fresh && l.crowded():
+			// Held until it speaks, or in its place the connection
+			// held longest comes out, whose request may have arrived
+			// since the poller last reported: it takes the same peek,
+			// once, as one not fresh.
+			switch moved := l.quarantine.hold(nc); moved {
+			case nil:
+			case nc:
+				return l.admit(nc, false)
+			default:
+				nc, fresh = moved, false
+				continue
+			}
+		default:
+			return l.admit(nc, p == peekedComplete)
+		}
+		return nil
 	}
 }
 
@@ -288,9 +316,18 @@ func (l *connLimiter) evictOldest(newcomerWaiting bool) *limitedConn {
 		return nil
 	}
 	l.evict(c)
-	l.counters.evicted.Add(1)
-	l.counters.lastEviction.Store(monotonicNow())
+	l.countEviction()
 	return c
+}
+
+// countEviction counts a connection closed to make room, in the slots or
+// in quarantine: in the Server's counters, for Status, and in the
+// limiter's own lastEviction, for crowded.
+func (l *connLimiter) countEviction() {
+	now := monotonicNow()
+	l.counters.evicted.Add(1)
+	l.counters.lastEviction.Store(now)
+	l.lastEviction.Store(now)
 }
 
 // floodLogDue reports whether the flood warning is due: at most once a

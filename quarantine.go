@@ -26,9 +26,8 @@ func quarantineSize(limit int) int { return 2 * limit }
 
 // A quarantine holds, without reading them and without a goroutine each,
 // the connections that arrive empty while the slots are under pressure
-// (see crowded), until their
-// first bytes arrive or quarantineGrace passes. Full, it hands the one held
-// longest to a slot (see hold).
+// (see crowded), until their first bytes arrive or quarantineGrace passes.
+// Full, it hands the one held longest to a slot (see hold).
 //
 // On Linux such a connection exists only when the kernel has completed its
 // handshake without TCP_DEFER_ACCEPT's wait: a SYN cookie, once silent
@@ -40,9 +39,9 @@ func quarantineSize(limit int) int { return 2 * limit }
 // be evicted before it speaks. Held here instead, it is admitted once its
 // request has arrived, as one that is being answered and that no
 // eviction touches. Silent clients held here cost no slot; they are closed
-// when their grace runs out, or, the quarantine full, the oldest moves to
-// a slot, where it waits for its request with its own goroutine and is
-// evicted, oldest first, like any other.
+// when their grace runs out with nothing arrived, or, the quarantine full,
+// the oldest moves to a slot, where it waits for its request with its own
+// goroutine and is evicted, oldest first, like any other.
 //
 // Two simpler designs were tried under the same SYN-cookie flood and are
 // worse: sparing connections younger than some age from eviction, and not
@@ -58,12 +57,14 @@ func quarantineSize(limit int) int { return 2 * limit }
 // it, and a held connection that speaks reaches net/http through the next
 // Accept, which hands out one connection per call.
 type quarantine struct {
-	ln       net.Listener
-	poller   *readinessPoller // nil where descriptors cannot be watched: nothing is held
-	size     int
-	grace    time.Duration
-	counters *connCounters
-	log      logFunc
+	ln     net.Listener
+	poller *readinessPoller // nil where descriptors cannot be watched: nothing is held
+	size   int
+	grace  time.Duration
+	// countEviction counts a connection closed unspoken, as the limiter
+	// counts its evictions.
+	countEviction func()
+	log           logFunc
 
 	mu         sync.Mutex
 	silent     heldList            // held, no bytes seen yet, oldest first
@@ -87,12 +88,19 @@ type heldConn struct {
 type heldList = list[heldConn, *heldConn]
 
 // newQuarantine returns the quarantine of a connLimiter on ln. Where
-// descriptors cannot be watched (outside Linux, or on a listener that is
-// not a socket) it holds nothing, and Accept admits empty connections as
-// it admits any other.
-func newQuarantine(ln net.Listener, limit int, counters *connCounters, log logFunc) *quarantine {
-	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, counters: counters, log: log, listenerFD: -1}
-	if _, ok := descriptorOf(ln); !ok {
+// descriptors cannot be watched (outside Linux), or ln is not a
+// *net.TCPListener itself, it holds nothing, and Accept admits empty
+// connections as it admits any other.
+//
+// Only a *net.TCPListener promises what next relies on: that once the
+// poller reports the listener readable, its Accept returns at once. A
+// wrapper's Accept may wait (for a token, a handshake, another
+// acceptor's turn), and the connections that spoke meanwhile would wait
+// with it, past their client's timeout. So the type is checked exactly: a
+// wrapper that embeds one does not qualify.
+func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc) *quarantine {
+	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, countEviction: countEviction, log: log, listenerFD: -1}
+	if _, ok := ln.(*net.TCPListener); !ok {
 		return q
 	}
 	p, err := newReadinessPoller()
@@ -111,11 +119,13 @@ func newQuarantine(ln net.Listener, limit int, counters *connCounters, log logFu
 // Accept is to admit to a slot instead, if any: nc itself when it cannot
 // be held (no poller, Serve stopping, no descriptor to watch), nil when it
 // is held, or, when the quarantine is full, the connection held longest,
-// which makes room for it. That one goes to a slot rather than being
-// closed, so that the slots' own eviction, oldest first, takes over: the
-// connections in slots waiting for a request are older still, and under a
-// flood a probe's late request then has the slots and the quarantine
-// together, not the quarantine alone, to arrive in.
+// which makes room for it. That one goes on rather than being closed, so
+// that the slots' own eviction, oldest first, takes over: the connections
+// in slots waiting for a request are older still, and under a flood a
+// probe's late request then has the slots and the quarantine together,
+// not the quarantine alone, to arrive in. Its request may have arrived
+// since the poller last reported, so Accept peeks at it as at a newcomer
+// (see connLimiter.route).
 func (q *quarantine) hold(nc net.Conn) net.Conn {
 	if q.poller == nil {
 		return nc
@@ -146,7 +156,6 @@ func (q *quarantine) hold(nc net.Conn) net.Conn {
 		return nil
 	}
 	q.drop(oldest)
-	_ = q.poller.unwatch(oldest.fd) // net/http's own poller takes over
 	return oldest.nc
 }
 
@@ -154,12 +163,14 @@ func (q *quarantine) hold(nc net.Conn) net.Conn {
 // has spoken, or whose peer has gone, else the listener's next, which is
 // fresh. While it holds silent connections, it waits for whichever comes
 // first, a held connection's bytes or a new connection, and closes on its
-// way those whose grace has run out; otherwise it waits in the listener's
-// Accept alone. It returns net.ErrClosed once the quarantine is closed and
-// has nothing left to hand on.
+// way those whose grace has run out with nothing arrived (see settle);
+// otherwise it waits in the listener's Accept alone. It returns
+// net.ErrClosed once the quarantine is closed and has nothing left to
+// hand on.
 //
-// It assumes that Serve is the listener's only acceptor: once the poller
-// reports the listener readable, its Accept returns at once.
+// It assumes that once the poller reports the listener readable, its
+// Accept returns at once: true of a *net.TCPListener, the only kind
+// newQuarantine holds anything for, whose only acceptor is Serve.
 func (q *quarantine) next() (nc net.Conn, fresh bool, err error) {
 	for q.poller != nil {
 		q.mu.Lock()
@@ -212,14 +223,14 @@ func (q *quarantine) collect(fds []int32) (listenerReady bool) {
 			continue
 		}
 		q.drop(c)
-		_ = q.poller.unwatch(fd)
 		q.ready = append(q.ready, c)
 	}
 	q.watchListener()
 	return listenerReady
 }
 
-// expire closes the silent connections whose grace ran out by now.
+// expire lets go of the silent connections whose grace ran out by now:
+// see settle.
 func (q *quarantine) expire(now time.Time) {
 	q.mu.Lock()
 	expired := q.expired[:0]
@@ -231,14 +242,16 @@ func (q *quarantine) expire(now time.Time) {
 	q.expired = expired
 	q.mu.Unlock()
 	for i, c := range expired {
-		q.closeUnspoken(c)
+		q.settle(c)
 		expired[i] = nil
 	}
 }
 
-// closeOldest closes the silent connection held longest, if any, and
+// closeOldest lets go of the silent connection held longest, if any, and
 // reports whether it did: the first descriptor to give back when accept
-// runs out of them.
+// runs out of them. Like expire, it closes the connection only if it is
+// still empty (see settle); one that has spoken is handed on instead, and
+// Accept admits it next.
 func (q *quarantine) closeOldest() bool {
 	q.mu.Lock()
 	c := q.silent.front()
@@ -250,23 +263,51 @@ func (q *quarantine) closeOldest() bool {
 	if c == nil {
 		return false
 	}
-	q.closeUnspoken(c)
+	q.settle(c)
 	return true
 }
 
-// drop stops holding a silent connection. q.mu must be held.
+// drop stops holding a silent connection, and watching it: an epoll set
+// forgets a socket on its close only once every reference to it has gone,
+// and a child between fork and exec (an agent runs ip, wg, iptables) holds
+// one. Its registration would outlive the close, and its next event would
+// be taken for the connection held next under the same descriptor number.
+// q.mu must be held.
 func (q *quarantine) drop(c *heldConn) {
 	q.silent.remove(c)
 	delete(q.byFD, c.fd)
+	_ = q.poller.unwatch(c.fd)
+}
+
+// settle decides a silent connection dropped once its grace ran out, or to
+// free its descriptor: one on which anything has arrived (bytes, a FIN, a
+// reset) is handed on, for Accept's peek to decide, and only one still
+// empty is closed unspoken. The poller's event may not have been
+// collected yet: the runtime's timer can beat it, and Accept's goroutine
+// can be late past the deadline (a stall, CFS throttling), and a probe
+// whose request waits in the receive queue must not be closed for that.
+func (q *quarantine) settle(c *heldConn) {
+	if !spoke(c.nc) {
+		q.closeUnspoken(c)
+		return
+	}
+	q.mu.Lock()
+	stopping := q.closed || q.failed // release has run, or is about to, without it
+	if !stopping {
+		q.ready = append(q.ready, c)
+	}
+	q.mu.Unlock()
+	if stopping {
+		_ = c.nc.Close()
+	}
 }
 
 // closeUnspoken closes a connection that never spoke. It counts as evicted:
 // like an eviction, it is the server closing a silent client for want of
 // room, a flood's signature.
 func (q *quarantine) closeUnspoken(c *heldConn) {
-	_ = c.nc.Close() // which also takes it out of the poller's set
-	q.counters.evicted.Add(1)
-	q.counters.lastEviction.Store(monotonicNow())
+	_ = c.nc.Close()
+	q.countEviction()
 }
 
 // watchListener has the poller watch the listener while anything is
@@ -381,9 +422,10 @@ func descriptorOf(v any) (int32, bool) {
 // as evicted clients reconnect: the recent eviction says so when the count
 // does not. Otherwise a connection admitted empty waits for its request in
 // a slot as it always has, read by its own goroutine the moment the bytes
-// arrive.
+// arrive. Both are this limiter's own: a flood on another listener of the
+// same Server leaves this one's newcomers alone, as it leaves its slots.
 func (l *connLimiter) crowded() bool {
-	if last := l.counters.lastEviction.Load(); last != 0 && time.Duration(monotonicNow()-last) < l.quarantine.grace {
+	if last := l.lastEviction.Load(); last != 0 && time.Duration(monotonicNow()-last) < l.quarantine.grace {
 		return true
 	}
 	l.mu.Lock()

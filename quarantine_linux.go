@@ -1,6 +1,8 @@
 package health
 
 import (
+	"errors"
+	"net"
 	"os"
 	"syscall"
 	"time"
@@ -73,8 +75,14 @@ func (p *readinessPoller) ctl(op int, fd int32, events uint32) error {
 }
 
 // wait returns the descriptors that have an event, waiting for one until
-// deadline at most (os.ErrDeadlineExceeded then). The result is valid
-// until the next call.
+// deadline at most (os.ErrDeadlineExceeded then, with nothing to report).
+// The result is valid until the next call.
+//
+// Once the deadline has passed, the runtime reports it without asking
+// epoll, and its timer can fire before the netpoller sees the set
+// readable: a held connection that spoke in time would be taken for
+// silent and closed. So on a deadline wait asks epoll once more, without
+// waiting, and reports what is there.
 func (p *readinessPoller) wait(deadline time.Time) ([]int32, error) {
 	if err := p.file.SetReadDeadline(deadline); err != nil {
 		return nil, err
@@ -86,7 +94,14 @@ func (p *readinessPoller) wait(deadline time.Time) ([]int32, error) {
 		// EINTR: return, and let the caller come back.
 		return n != 0 || err != nil
 	})
-	if rerr != nil {
+	if errors.Is(rerr, os.ErrDeadlineExceeded) {
+		if cerr := p.rc.Control(func(epfd uintptr) { n, err = syscall.EpollWait(int(epfd), p.events, 0) }); cerr != nil {
+			return nil, cerr
+		}
+		if n <= 0 && err == nil {
+			return nil, rerr
+		}
+	} else if rerr != nil {
 		return nil, rerr
 	}
 	if err != nil && err != syscall.EINTR {
@@ -101,3 +116,26 @@ func (p *readinessPoller) wait(deadline time.Time) ([]int32, error) {
 
 // close closes the epoll descriptor, which wakes a wait in progress.
 func (p *readinessPoller) close() error { return p.file.Close() }
+
+// spoke reports whether anything has arrived on a held connection, without
+// consuming it or waiting: bytes, its client's FIN or a reset. When in
+// doubt it says yes, and Accept's peek decides.
+func spoke(nc net.Conn) bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	var buf [1]byte
+	var rerr error
+	peek := func(fd uintptr) {
+		_, _, rerr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	}
+	if rc.Control(peek) != nil {
+		return true
+	}
+	return rerr != syscall.EAGAIN
+}

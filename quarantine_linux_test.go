@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,10 +89,12 @@ func newQuarantineRig(t *testing.T, limit int, grace time.Duration) *quarantineR
 	return r
 }
 
-// held returns the local addresses of the connections in quarantine,
-// oldest first, and how many have spoken and wait for Accept.
-func (r *quarantineRig) held() (silent []string, ready int) {
-	q := r.l.quarantine
+// held is heldIn of the rig's quarantine.
+func (r *quarantineRig) held() (silent []string, ready int) { return heldIn(r.l.quarantine) }
+
+// heldIn returns the clients' addresses of the connections q holds
+// silent, oldest first, and how many have spoken and wait for Accept.
+func heldIn(q *quarantine) (silent []string, ready int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for c := q.silent.front(); c != nil; c = c.next {
@@ -351,4 +354,301 @@ func lateProbe(addr, path string, delay time.Duration) (answer string, late time
 		err = errors.New("closed before any answer: evicted")
 	}
 	return string(got), late, err
+}
+
+// heldDeadline returns the deadline of the connection held longest.
+func heldDeadline(t *testing.T, q *quarantine) time.Time {
+	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := q.silent.front()
+	require.NotNil(t, c, "a connection held")
+	return c.deadline
+}
+
+// sleepPast sleeps until deadline has passed: a stall of Accept's
+// goroutine across it (CFS throttling, say), which is the subject.
+func sleepPast(deadline time.Time) {
+	for time.Now().Before(deadline.Add(time.Millisecond)) {
+		time.Sleep(time.Until(deadline.Add(time.Millisecond)))
+	}
+}
+
+// newQuarantineLimiter makes a limiter of 8 slots on a fresh listener
+// without deferred accept, whose quarantine gives grace, driven by the
+// test alone: no Accept runs but the test's.
+func newQuarantineLimiter(t *testing.T, grace time.Duration) (*connLimiter, net.Listener, *connCounters) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	counters := &connCounters{}
+	l := newConnLimiter(ln, 8, counters, discardLogger().Log)
+	t.Cleanup(func() { _ = l.Close() })
+	require.NotNil(t, l.quarantine.poller)
+	l.quarantine.grace = grace
+	clearDeferAccept(t, ln)
+	return l, ln, counters
+}
+
+// dialHeld connects a client and has the quarantine hold its connection,
+// accepted from ln directly.
+func dialHeld(t *testing.T, ln net.Listener, q *quarantine) (client, held net.Conn) {
+	t.Helper()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	held, err = ln.Accept()
+	require.NoError(t, err)
+	require.Nil(t, q.hold(held), "held")
+	return client, held
+}
+
+const healthzRequest = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+// TestPollerWaitReportsPastItsDeadline: a wait whose deadline has already
+// passed still reports the events there. With the deadline past, the
+// runtime returns its timeout without asking epoll, and its timer can beat
+// the readiness event as well: a held connection that spoke in time would
+// be taken for silent.
+func TestPollerWaitReportsPastItsDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	p, err := newReadinessPoller()
+	require.NoError(t, err)
+	defer p.close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer client.Close()
+	nc, err := ln.Accept()
+	require.NoError(t, err)
+	defer nc.Close()
+	fd, ok := descriptorOf(nc)
+	require.True(t, ok)
+	require.NoError(t, p.watch(fd))
+	_, err = io.WriteString(client, healthzRequest)
+	require.NoError(t, err)
+	eventually(t, func() bool { return spoke(nc) }, "the request in the receive queue")
+
+	fds, err := p.wait(time.Now().Add(-time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, []int32{fd}, fds)
+
+	fds, err = p.wait(time.Now().Add(-time.Second))
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "nothing more: one-shot")
+	assert.Empty(t, fds)
+}
+
+// TestQuarantineHandsOnWhatSpokeBeforeALateLook is the stall across a
+// deadline: a held probe speaks within its grace, and Accept looks again
+// only after the grace has run out. The probe is handed on, not closed as
+// silent.
+func TestQuarantineHandsOnWhatSpokeBeforeALateLook(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
+	q := l.quarantine
+	client, _ := dialHeld(t, ln, q)
+	_, err := io.WriteString(client, healthzRequest)
+	require.NoError(t, err)
+	sleepPast(heldDeadline(t, q))
+	other, err := net.Dial("tcp", ln.Addr().String()) // for the listener, were the probe closed
+	require.NoError(t, err)
+	defer other.Close()
+
+	nc, fresh, err := q.next()
+	require.NoError(t, err)
+	defer nc.Close()
+	assert.False(t, fresh, "the held probe, not a newcomer")
+	assert.Equal(t, client.LocalAddr().String(), nc.RemoteAddr().String())
+	assert.Zero(t, counters.evicted.Load())
+}
+
+// TestQuarantineExpireSparesWhatSpoke: whatever the poller has reported,
+// a connection whose bytes, FIN or reset have arrived is never closed as
+// silent when its grace runs out; it is handed on, and Accept's peek
+// decides.
+func TestQuarantineExpireSparesWhatSpoke(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		speak func(*net.TCPConn)
+	}{
+		{"request", func(c *net.TCPConn) { _, _ = io.WriteString(c, healthzRequest) }},
+		{"FIN", func(c *net.TCPConn) { _ = c.CloseWrite() }},
+		{"reset", func(c *net.TCPConn) { _ = c.SetLinger(0); _ = c.Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
+			q := l.quarantine
+			client, held := dialHeld(t, ln, q)
+			tc.speak(client.(*net.TCPConn))
+			eventually(t, func() bool { return spoke(held) }, "its bytes or its end arrived")
+			sleepPast(heldDeadline(t, q))
+
+			q.expire(time.Now()) // before any wait collects the event
+			assert.Zero(t, counters.evicted.Load(), "not closed as silent")
+			q.mu.Lock()
+			silent, ready := q.silent.len, append([]*heldConn(nil), q.ready...)
+			q.mu.Unlock()
+			assert.Zero(t, silent)
+			require.Len(t, ready, 1, "handed on")
+			assert.Same(t, held, ready[0].nc)
+			nc, fresh, err := q.next()
+			require.NoError(t, err)
+			assert.Same(t, held, nc)
+			assert.False(t, fresh)
+			_ = nc.Close()
+		})
+	}
+}
+
+// TestQuarantineForgetsWhatItCloses: a held connection leaves the poller
+// before it is closed. Closing alone would leave it there while any other
+// reference to the socket lives (a child between fork and exec, here a
+// dup), and once the next held connection took its descriptor number, an
+// event of the old socket would hand on the new one.
+func TestQuarantineForgetsWhatItCloses(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
+	q := l.quarantine
+	clientA, heldA := dialHeld(t, ln, q)
+	fdA, ok := descriptorOf(heldA)
+	require.True(t, ok)
+	dupA, err := syscall.Dup(int(fdA)) // the child's reference
+	require.NoError(t, err)
+	defer syscall.Close(dupA)
+	// Clients dialled before A closes, so that their own sockets do not
+	// take its descriptor number.
+	var queued []net.Conn
+	for range 16 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		queued = append(queued, c)
+	}
+	sleepPast(heldDeadline(t, q))
+	q.expire(time.Now())
+	require.EqualValues(t, 1, counters.evicted.Load(), "A closed as silent")
+
+	// The next connection accepted takes A's descriptor number, once any
+	// lower free one is taken.
+	q.grace = time.Minute
+	var heldB net.Conn
+	for range queued {
+		nc, err := ln.Accept()
+		require.NoError(t, err)
+		defer nc.Close()
+		if fd, _ := descriptorOf(nc); fd == fdA {
+			heldB = nc
+			break
+		}
+	}
+	require.NotNil(t, heldB, "no connection took descriptor %d", fdA)
+	require.Nil(t, q.hold(heldB))
+
+	_, err = clientA.Write([]byte{'x'}) // reaches A's socket, alive through the dup
+	require.NoError(t, err)
+	newcomer, err := net.Dial("tcp", ln.Addr().String()) // for the listener, in case
+	require.NoError(t, err)
+	defer newcomer.Close()
+	nc, fresh, err := q.next()
+	require.NoError(t, err)
+	defer nc.Close()
+	assert.True(t, fresh, "a newcomer, not the silent B handed on for A's byte")
+	assert.NotSame(t, heldB, nc)
+}
+
+// gatedListener is a wrapper of a *net.TCPListener whose Accept could
+// block, as one that waited for a token would.
+type gatedListener struct{ *net.TCPListener }
+
+func (l gatedListener) Accept() (net.Conn, error) { return l.TCPListener.Accept() }
+
+// TestQuarantineOnlyOnTCPListener: the quarantine assumes that Accept
+// returns at once when the listener is readable, which only a
+// *net.TCPListener promises; a wrapper, even one that embeds it, may
+// block in its Accept and strand the connections that spoke.
+func TestQuarantineOnlyOnTCPListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		ln    net.Listener
+		holds bool
+	}{
+		{"*net.TCPListener", ln, true},
+		{"a wrapper embedding one, with its own Accept", gatedListener{ln.(*net.TCPListener)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQuarantine(tc.ln, 8, func() {}, discardLogger().Log)
+			defer q.close()
+			assert.Equal(t, tc.holds, q.poller != nil)
+		})
+	}
+	require.NoError(t, ln.Close())
+}
+
+// TestQuarantineFullPeeksTheOldest: full, the quarantine makes room by
+// handing over the connection held longest, whose request may have
+// arrived since the poller last reported (here nothing has waited on it
+// since). It is admitted as the peek finds it: with its request complete,
+// as being answered, never as waiting, which eviction could close with
+// the request unread.
+func TestQuarantineFullPeeksTheOldest(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, time.Minute)
+	q := l.quarantine
+	for !l.crowded() {
+		dialStalled(t, ln.Addr().String())
+		nc, err := l.Accept()
+		require.NoError(t, err)
+		defer nc.Close()
+	}
+	var clients, held []net.Conn
+	for range q.size {
+		c, nc := dialHeld(t, ln, q)
+		clients, held = append(clients, c), append(held, nc)
+	}
+	_, err := io.WriteString(clients[0], healthzRequest)
+	require.NoError(t, err)
+	eventually(t, func() bool { return spoke(held[0]) }, "the oldest's request arrived")
+	accepted, evicted := counters.accepted.Load(), counters.evicted.Load()
+
+	newcomer, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer newcomer.Close()
+	nc, err := ln.Accept()
+	require.NoError(t, err)
+	got := l.route(nc, true)
+	require.NotNil(t, got, "the oldest, handed over")
+	defer got.Close()
+	assert.Same(t, held[0], got.(*limitedConn).Conn)
+	assert.Equal(t, slotActive, got.(*limitedConn).state, "its request is complete: never evicted")
+	assert.Equal(t, accepted, counters.accepted.Load(), "neither counted again")
+	assert.Equal(t, evicted, counters.evicted.Load())
+	silent, _ := heldIn(q)
+	assert.Len(t, silent, q.size, "the newcomer held in its place")
+	assert.Equal(t, newcomer.LocalAddr().String(), silent[len(silent)-1])
+}
+
+// TestCrowdedIsPerListener serves one Server on two listeners and floods
+// one: only that one holds its empty newcomers. On the other, at rest, a
+// probe that writes its request past the quarantine's grace is admitted
+// at once and answered, as it would be with no flood anywhere.
+func TestCrowdedIsPerListener(t *testing.T) {
+	floodTest(t)
+	s, _, lnA := listenReady(t)
+	lnB, err := s.Listen()
+	require.NoError(t, err)
+	addrA, _ := startServingOn(t, lnA, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 4) })
+	addrB, _ := startServingOn(t, lnB, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 8) })
+	assertProbesAnswered(t, addrB, 1) // Serve has set the deferral by now
+	clearDeferAccept(t, lnB)
+
+	stop := flood(t, addrA, 16, stalled)
+	eventually(t, func() bool { return s.conns.evicted.Load() > 100 }, "the flood evicting on A")
+	for i := range 3 {
+		before := s.conns.evicted.Load()
+		got, late, err := lateProbe(addrB, "/healthz", quarantineGrace+50*time.Millisecond)
+		require.NoError(t, err, "probe %d, sent %v after its handshake", i, late)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n") && strings.HasSuffix(got, "\r\n\r\nok\n"), "probe %d: %q", i, got)
+		assert.Greater(t, s.conns.evicted.Load(), before, "probe %d: A evicting meanwhile", i)
+	}
+	stop()
 }

@@ -124,8 +124,13 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // cookie, once silent clients fill its queue) is held apart under a flood,
 // without a goroutine, until it speaks, for 100 ms at most (see
 // quarantine): up to twice the bound more descriptors while a flood lasts,
-// so that Serve holds at most three times its bound in all, three quarters
-// of the soft limit.
+// so that one Serve call holds at most three times its bound in all, three
+// quarters of the soft limit. That is per call: Serve on n listeners may
+// hold n times as much, so an agent that serves more than one needs a soft
+// limit of at least 1024 per listener to keep a quarter for itself. Only a
+// ln that is a *net.TCPListener itself, as Listen's is, gets this hold: a
+// wrapper's Accept may block, and the held connections that have spoken
+// would wait with it, so behind a wrapper they take slots at once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
