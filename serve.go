@@ -91,7 +91,10 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // closing whatever connections are still open, and returns nil once every
 // goroutine it started has ended. It returns an error when ln fails on its
 // own. Serve takes ownership of ln and closes it. It logs one line when it
-// starts serving, naming the address, and one when it has stopped.
+// starts serving, naming the address, and one when it has stopped. Its
+// lines go through the Server's log queue, like every line of the
+// Server's, so that a log sink that blocks never holds Serve: the last of
+// them may be written just after Serve returns, by the queue's writer.
 //
 // With a nil ln, Serve returns nil at once when the config is disabled
 // (Listen returned nil) and an error when it is enabled. A non-nil ln is
