@@ -106,8 +106,28 @@ func (s *Server) flushInBackground() {
 	start := len(q.lines) > 0 && !q.flushing
 	q.mu.Unlock()
 	if start {
-		go s.flushLog()
+		go s.flushDetached()
 	}
+}
+
+// flushDetached is flushLog on a goroutine of the queue's own. There a
+// handler's panic would reach no caller that could recover it and would
+// end the process, and with it the node's data plane: so the line it
+// panicked on is dropped, and the lines after it are written.
+func (s *Server) flushDetached() {
+	for s.flushRecovering() {
+	}
+}
+
+// flushRecovering runs flushLog and reports whether a handler panicked.
+func (s *Server) flushRecovering() (panicked bool) {
+	defer func() {
+		if recover() != nil {
+			panicked = true
+		}
+	}()
+	s.flushLog()
+	return false
 }
 
 // flushLog writes the queued lines in order, unless another goroutine is

@@ -456,3 +456,33 @@ func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
 	assert.Contains(t, logs, "health: serving probes")
 	assert.Contains(t, logs, "health: connection slots full")
 }
+
+// TestDetachedLogHandlerPanic: a handler that panics on a line Serve
+// queues (here its start line) costs that line, not the process: the
+// queue's own goroutine recovers, and the lines after it are written.
+// Unrecovered there, the panic would end the agent, and the restart runs
+// the drain path.
+func TestDetachedLogHandlerPanic(t *testing.T) {
+	logs := &logBuffer{}
+	h := panicOnce{Handler: slog.NewTextHandler(logs, nil), msg: "health: serving probes"}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(&h))
+	logs.server = s
+	setLatches(s)
+	_, stop := startServing(t, s)
+	require.NoError(t, stop())
+	assert.NotContains(t, logs.String(), "health: serving probes")
+	assert.Contains(t, logs.String(), "health: stopped serving probes")
+}
+
+// panicOnce panics on the records whose message is msg.
+type panicOnce struct {
+	slog.Handler
+	msg string
+}
+
+func (h *panicOnce) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		panic("PLANTED handler bug")
+	}
+	return h.Handler.Handle(ctx, r)
+}

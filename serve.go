@@ -66,7 +66,7 @@ func (s *Server) Listen() (net.Listener, error) {
 		return nil, fmt.Errorf("health: listen %q: %w", s.cfg.Listen, err)
 	}
 	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
-		s.logger.Warn("health: listening on a non-loopback address; the probe endpoints are unauthenticated", "addr", ln.Addr().String())
+		s.logAsync(context.Background(), slog.LevelWarn, "health: listening on a non-loopback address; the probe endpoints are unauthenticated", "addr", ln.Addr().String())
 	}
 	return ln, nil
 }
