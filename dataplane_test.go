@@ -564,7 +564,7 @@ func TestCheckGoexit(t *testing.T) {
 		assert.Equal(t, st.Runs, st.Failures)
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed"`))
 		cancel()
-		// goleak, deferred: the last of the poller's goroutines exits with ctx.
+		// TestMain's leak check: the last of the poller's goroutines exits with ctx.
 	})
 
 	t.Run("after failures, a Goexit is logged with its stack", func(t *testing.T) {
