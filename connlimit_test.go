@@ -142,6 +142,12 @@ func TestHostileClientsCannotCostAProbe(t *testing.T) {
 func floodAndProbe(t *testing.T, client hostile.Client, limit, clients, probes int) {
 	s, addr, logs := serveReadyLimited(t, limit)
 	stop := flood(t, addr, clients, client)
+	if client.Request != "" {
+		// Probes answered before the flood holds every slot would prove
+		// nothing. (A silent client is not accepted at all while the
+		// kernel defers it, so there is nothing to wait for.)
+		eventually(t, func() bool { return s.conns.accepted.Load() >= uint64(2*limit) }, "the flood arriving")
+	}
 	assertProbesAnswered(t, addr, probes)
 	stop()
 	eventually(t, func() bool { return s.conns.held.Load() == 0 }, "every slot released")
@@ -162,6 +168,7 @@ func TestHostileMix(t *testing.T) {
 		}
 		stops = append(stops, flood(t, addr, n, hc))
 	}
+	eventually(t, func() bool { return s.conns.evicted.Load() > 0 }, "the flood evicting")
 	assertProbesAnswered(t, addr, 10)
 	for _, stop := range stops {
 		stop()
@@ -258,6 +265,7 @@ func TestBoundNeverExceeded(t *testing.T) {
 
 	stopComplete := flood(t, addr, 32, hostile.Client{Name: "complete", Request: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"})
 	stopStalled := flood(t, addr, 32, stalled)
+	eventually(t, func() bool { return s.conns.evicted.Load() > 0 }, "the flood evicting")
 	assertProbesAnswered(t, addr, 10)
 	stopComplete()
 	stopStalled()
@@ -273,6 +281,9 @@ func TestStatusUnderFlood(t *testing.T) {
 	floodTest(t)
 	s, addr, _ := serveReadyLimited(t, 8)
 	stop := flood(t, addr, 64, stalled)
+	// Probes answered before the flood takes every slot would prove
+	// nothing, and leave Evicted at 0.
+	eventually(t, func() bool { return s.Status().Conns.Evicted > 0 }, "the flood evicting")
 	assertProbesAnswered(t, addr, 4)
 	during := s.Status().Conns
 	stop()

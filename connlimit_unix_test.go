@@ -22,6 +22,7 @@ func TestOutOfDescriptorsMakesRoom(t *testing.T) {
 	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 16) })
 
 	stop := flood(t, addr, 32, stalled)
+	eventually(t, func() bool { return s.conns.evicted.Load() > 0 }, "the flood evicting")
 	assertProbesAnswered(t, addr, 10)
 	stop()
 	maxOpen, _, outOfFDs := counting.counts()
