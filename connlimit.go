@@ -191,7 +191,7 @@ func (l *connLimiter) route(nc net.Conn, fresh bool) net.Conn {
 			// held longest comes out, whose request may have arrived
 			// since the poller last reported: it takes the same peek,
 			// once, as one not fresh.
-			switch moved := l.quarantine.hold(nc); moved {
+			switch moved := l.quarantine.hold(nc, l.calls.fd); moved {
 			case nil:
 			case nc:
 				return l.admit(nc, false)

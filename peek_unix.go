@@ -17,6 +17,7 @@ import (
 // is used by the one goroutine that calls Accept.
 type connCalls struct {
 	rc  syscall.RawConn // the connection last peeked; nil when it has none
+	fd  int32           // its descriptor, for the quarantine; -1 when it has none
 	p   []byte          // the call's buffer
 	n   int             // the call's byte count
 	err error           // the call's error
@@ -45,7 +46,7 @@ func newConnCalls() *connCalls {
 // already gone, with a FIN and nothing before it or with a reset, is
 // closed at once: net/http would read nothing from it but its end.
 func (c *connCalls) peek(nc net.Conn, buf []byte) (peeked, int) {
-	c.rc = nil
+	c.rc, c.fd = nil, -1
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return peekedIncomplete, 0
@@ -92,6 +93,7 @@ func (c *connCalls) result(rawErr error) (int, error) {
 // is non-blocking, and a call that would block fails with EAGAIN.
 
 func (c *connCalls) peekFD(fd uintptr) bool {
+	c.fd = int32(fd)
 	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_PEEK)
 	return true
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -16,6 +15,16 @@ import (
 // soon as its handshake completes, a busy one some tens of milliseconds
 // later; a client still silent after this is closed.
 const quarantineGrace = 100 * time.Millisecond
+
+// quarantineLook is how often Accept looks at the connections held while
+// it waits for the listener: a held connection that speaks waits up to
+// this long for Accept to hand it on, and a silent one may be held this
+// much past its grace.
+const quarantineLook = 5 * time.Millisecond
+
+// pollerBatch is how many events one poll takes; look polls again while a
+// batch comes back full.
+const pollerBatch = 64
 
 // quarantineSize is the most connections a quarantine holds for a bound of
 // limit slots: twice the slots, so that a probe's late request outlasts a
@@ -49,15 +58,23 @@ func quarantineSize(limit int) int { return 2 * limit }
 // at the kernel's pace, so its accept queue overflows and drops the
 // handshakes of probes with the rest.
 //
-// Accept is the quarantine's only clock: the readiness poller (one epoll
-// set per Serve on Linux, none elsewhere) watches the held connections and
-// the listener together, and Accept waits on it while anything is held, so
-// that a held connection's first bytes, a new connection and the earliest
-// grace to run out all wake the same wait. Serve starts no goroutine for
-// it, and a held connection that speaks reaches net/http through the next
-// Accept, which hands out one connection per call.
+// Accept is the quarantine's only clock, and it looks rather than waits.
+// While anything is held, the listener's Accept has a deadline at most
+// quarantineLook ahead, and each time Accept comes round after that, one
+// look at the readiness poller (one epoll set per Serve on Linux, none
+// elsewhere) hands on the held connections that spoke and closes those
+// whose grace has run out. Under a flood Accept comes round every few
+// microseconds, and waiting on the poller and the listener together for
+// each connection costs a system call and a deadline apiece, a few
+// percent of the server's CPU; a look every quarantineLook costs one call
+// a period, and a held connection that speaks waits at most that long
+// longer for its slot.
+// Serve starts no goroutine for the quarantine, and a held connection that
+// spoke reaches net/http through the next Accept, which hands out one
+// connection per call.
 type quarantine struct {
 	ln     net.Listener
+	tcp    *net.TCPListener // ln, when the poller exists: its Accept takes a deadline
 	poller *readinessPoller // nil where descriptors cannot be watched: nothing is held
 	size   int
 	grace  time.Duration
@@ -66,20 +83,24 @@ type quarantine struct {
 	countEviction func()
 	log           logFunc
 
-	mu         sync.Mutex
-	silent     heldList            // held, no bytes seen yet, oldest first
-	byFD       map[int32]*heldConn // silent, by descriptor: what the poller reports
-	ready      []*heldConn         // spoke, or their peer went: Accept hands them on in order
-	listenerFD int32               // the listener's descriptor, while the poller watches it (-1: not watched)
-	closed     bool                // Serve is stopping: nothing more is held
-	failed     bool                // the poller failed: nothing more is held
-	expired    []*heldConn         // expire's scratch
+	mu      sync.Mutex
+	silent  heldList             // held, no bytes seen yet, oldest first
+	byID    map[uint64]*heldConn // silent, by the id the poller reports
+	lastID  uint64               // the id of the connection held last
+	ready   []*heldConn          // spoke, or their peer went: Accept hands them on in order
+	closed  bool                 // Serve is stopping: nothing more is held
+	failed  bool                 // the poller failed: nothing more is held
+	expired []*heldConn          // expire's scratch
+
+	// Accept's goroutine alone uses these: see next.
+	nextLook       time.Time // when Accept next looks at what is held
+	acceptDeadline time.Time // the deadline set on the listener's Accept; zero: none
 }
 
 // heldConn is a connection in quarantine.
 type heldConn struct {
 	nc       net.Conn
-	fd       int32
+	id       uint64    // what the poller reports it by: see drop
 	deadline time.Time // its accept plus the grace
 	links[heldConn]
 }
@@ -92,15 +113,17 @@ type heldList = list[heldConn, *heldConn]
 // *net.TCPListener itself, it holds nothing, and Accept admits empty
 // connections as it admits any other.
 //
-// Only a *net.TCPListener promises what next relies on: that once the
-// poller reports the listener readable, its Accept returns at once. A
-// wrapper's Accept may wait (for a token, a handshake, another
-// acceptor's turn), and the connections that spoke meanwhile would wait
-// with it, past their client's timeout. So the type is checked exactly: a
-// wrapper that embeds one does not qualify.
+// Only a *net.TCPListener promises what next relies on: that its Accept
+// returns by the deadline set on it. A wrapper's Accept may wait past it
+// (for a token, a handshake, another acceptor's turn), and the connections
+// that spoke meanwhile would wait with it, past their client's timeout. So
+// the type is checked exactly: a wrapper that embeds one does not qualify.
+// Serve owns the listener it is given, and next sets and clears its
+// deadline as it needs.
 func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc) *quarantine {
-	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, countEviction: countEviction, log: log, listenerFD: -1}
-	if _, ok := ln.(*net.TCPListener); !ok {
+	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, countEviction: countEviction, log: log}
+	tcp, ok := ln.(*net.TCPListener)
+	if !ok {
 		return q
 	}
 	p, err := newReadinessPoller()
@@ -110,8 +133,8 @@ func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc
 		}
 		return q
 	}
-	q.poller = p
-	q.byFD = make(map[int32]*heldConn)
+	q.tcp, q.poller = tcp, p
+	q.byID = make(map[uint64]*heldConn)
 	return q
 }
 
@@ -124,14 +147,12 @@ func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc
 // in slots waiting for a request are older still, and under a flood a
 // probe's late request then has the slots and the quarantine together,
 // not the quarantine alone, to arrive in. Its request may have arrived
-// since the poller last reported, so Accept peeks at it as at a newcomer
-// (see connLimiter.route).
-func (q *quarantine) hold(nc net.Conn) net.Conn {
-	if q.poller == nil {
-		return nc
-	}
-	fd, ok := descriptorOf(nc)
-	if !ok {
+// since Accept last looked, so Accept peeks at it as at a newcomer (see
+// connLimiter.route).
+//
+// fd is nc's descriptor, as the peek found it; -1 if it has none.
+func (q *quarantine) hold(nc net.Conn, fd int32) net.Conn {
+	if q.poller == nil || fd < 0 {
 		return nc
 	}
 	q.mu.Lock()
@@ -145,13 +166,13 @@ func (q *quarantine) hold(nc net.Conn) net.Conn {
 			return nc // all of them have spoken, and Accept hands those on first
 		}
 	}
-	if err := q.poller.watch(fd); err != nil {
+	q.lastID++
+	if err := q.poller.watch(fd, q.lastID); err != nil {
 		return nc
 	}
-	c := &heldConn{nc: nc, fd: fd, deadline: time.Now().Add(q.grace)}
+	c := &heldConn{nc: nc, id: q.lastID, deadline: time.Now().Add(q.grace)}
 	q.silent.pushBack(c)
-	q.byFD[fd] = c
-	q.watchListener()
+	q.byID[c.id] = c
 	if oldest == nil {
 		return nil
 	}
@@ -161,18 +182,17 @@ func (q *quarantine) hold(nc net.Conn) net.Conn {
 
 // next returns the connection Accept considers next: one held here that
 // has spoken, or whose peer has gone, else the listener's next, which is
-// fresh. While it holds silent connections, it waits for whichever comes
-// first, a held connection's bytes or a new connection, and closes on its
-// way those whose grace has run out with nothing arrived (see settle);
-// otherwise it waits in the listener's Accept alone. It returns
-// net.ErrClosed once the quarantine is closed and has nothing left to
-// hand on.
-//
-// It assumes that once the poller reports the listener readable, its
-// Accept returns at once: true of a *net.TCPListener, the only kind
-// newQuarantine holds anything for, whose only acceptor is Serve.
+// fresh. While it holds silent connections, it gives the listener's
+// Accept a deadline of the next look, and looks (see look) whenever
+// Accept comes round after it; otherwise the listener's Accept waits
+// without a deadline. It returns net.ErrClosed once the quarantine is
+// closed and has nothing left to hand on.
 func (q *quarantine) next() (nc net.Conn, fresh bool, err error) {
-	for q.poller != nil {
+	if q.poller == nil {
+		nc, err = q.ln.Accept()
+		return nc, true, err
+	}
+	for {
 		q.mu.Lock()
 		if len(q.ready) > 0 {
 			c := q.ready[0]
@@ -185,52 +205,69 @@ func (q *quarantine) next() (nc net.Conn, fresh bool, err error) {
 			q.mu.Unlock()
 			return nil, false, net.ErrClosed
 		}
-		oldest := q.silent.front()
+		holding := q.silent.len > 0
 		q.mu.Unlock()
-		if oldest == nil {
-			break
+		var deadline time.Time
+		if holding {
+			if now := time.Now(); !now.Before(q.nextLook) {
+				q.look(now)
+				continue
+			}
+			deadline = q.nextLook
 		}
-		fds, werr := q.poller.wait(oldest.deadline)
-		listenerReady := q.collect(fds)
-		q.expire(time.Now())
-		if werr != nil && !errors.Is(werr, os.ErrDeadlineExceeded) && !q.isClosed() {
-			q.fail(werr)
+		if !deadline.Equal(q.acceptDeadline) && q.tcp.SetDeadline(deadline) == nil {
+			q.acceptDeadline = deadline
 		}
-		if listenerReady && !q.anyReady() {
+		nc, err = q.ln.Accept()
+		if err != nil && !q.acceptDeadline.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
+			continue // time to look
+		}
+		return nc, true, err
+	}
+}
+
+// look hands on the held connections whose first bytes, FIN or reset the
+// poller reports, then closes those whose grace ran out by now with
+// nothing reported. now is read before the poller is asked, so a
+// connection whose bytes arrived within its grace is among those
+// reported: none of them is closed for a late look (Accept's goroutine
+// stalled, or CFS throttled it).
+func (q *quarantine) look(now time.Time) {
+	q.nextLook = now.Add(quarantineLook)
+	for {
+		ids, err := q.poller.poll()
+		if err != nil {
+			if !q.isClosed() {
+				q.fail(err)
+			}
+			return
+		}
+		q.collect(ids)
+		if len(ids) < pollerBatch {
 			break
 		}
 	}
-	nc, err = q.ln.Accept()
-	return nc, true, err
+	q.expire(now)
 }
 
 // collect moves the held connections the poller reported to the ready
-// list, stops watching them (net/http's own poller takes over), and
-// reports whether the listener was among the descriptors. Only Accept's
-// goroutine adds to the poller and waits on it, so a descriptor it
-// reports is one held here, the listener, or one closed meanwhile by
-// shutdown, which is no longer in byFD.
-func (q *quarantine) collect(fds []int32) (listenerReady bool) {
+// list. An id it reports that is no longer held is one dropped since (see
+// drop).
+func (q *quarantine) collect(ids []uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, fd := range fds {
-		if fd == q.listenerFD {
-			listenerReady = true
-			continue
-		}
-		c, ok := q.byFD[fd]
+	for _, id := range ids {
+		c, ok := q.byID[id]
 		if !ok {
 			continue
 		}
 		q.drop(c)
 		q.ready = append(q.ready, c)
 	}
-	q.watchListener()
-	return listenerReady
 }
 
-// expire lets go of the silent connections whose grace ran out by now:
-// see settle.
+// expire closes the silent connections whose grace ran out by now, and
+// counts them as evicted: see look, which collects what spoke first.
 func (q *quarantine) expire(now time.Time) {
 	q.mu.Lock()
 	expired := q.expired[:0]
@@ -238,26 +275,24 @@ func (q *quarantine) expire(now time.Time) {
 		q.drop(c)
 		expired = append(expired, c)
 	}
-	q.watchListener()
 	q.expired = expired
 	q.mu.Unlock()
 	for i, c := range expired {
-		q.settle(c)
+		q.closeUnspoken(c)
 		expired[i] = nil
 	}
 }
 
 // closeOldest lets go of the silent connection held longest, if any, and
 // reports whether it did: the first descriptor to give back when accept
-// runs out of them. Like expire, it closes the connection only if it is
-// still empty (see settle); one that has spoken is handed on instead, and
-// Accept admits it next.
+// runs out of them. It closes the connection only if it is still empty
+// (see settle); one that has spoken is handed on instead, and Accept
+// admits it next.
 func (q *quarantine) closeOldest() bool {
 	q.mu.Lock()
 	c := q.silent.front()
 	if c != nil {
 		q.drop(c)
-		q.watchListener()
 	}
 	q.mu.Unlock()
 	if c == nil {
@@ -267,25 +302,23 @@ func (q *quarantine) closeOldest() bool {
 	return true
 }
 
-// drop stops holding a silent connection, and watching it: an epoll set
-// forgets a socket on its close only once every reference to it has gone,
-// and a child between fork and exec (an agent runs ip, wg, iptables) holds
-// one. Its registration would outlive the close, and its next event would
-// be taken for the connection held next under the same descriptor number.
-// q.mu must be held.
+// drop stops holding a silent connection. It stays in the poller's set,
+// to be forgotten when its socket closes, as the kernel does for a socket
+// whose every reference has gone: removing it would cost a system call
+// per connection. The poller reports it at most once more (one-shot), by
+// its id, which is never held again: that event is ignored, even where a
+// child between fork and exec (an agent runs ip, wg, iptables) keeps the
+// socket open past its close and its descriptor number is reused for the
+// connection held next. q.mu must be held.
 func (q *quarantine) drop(c *heldConn) {
 	q.silent.remove(c)
-	delete(q.byFD, c.fd)
-	_ = q.poller.unwatch(c.fd)
+	delete(q.byID, c.id)
 }
 
-// settle decides a silent connection dropped once its grace ran out, or to
+// settle decides a silent connection dropped before its grace ran out, to
 // free its descriptor: one on which anything has arrived (bytes, a FIN, a
-// reset) is handed on, for Accept's peek to decide, and only one still
-// empty is closed unspoken. The poller's event may not have been
-// collected yet: the runtime's timer can beat it, and Accept's goroutine
-// can be late past the deadline (a stall, CFS throttling), and a probe
-// whose request waits in the receive queue must not be closed for that.
+// reset) since Accept last looked is handed on, for Accept's peek to
+// decide, and only one still empty is closed unspoken.
 func (q *quarantine) settle(c *heldConn) {
 	if !spoke(c.nc) {
 		q.closeUnspoken(c)
@@ -310,34 +343,6 @@ func (q *quarantine) closeUnspoken(c *heldConn) {
 	q.countEviction()
 }
 
-// watchListener has the poller watch the listener while anything is
-// silent, which is when Accept waits on the poller, and not otherwise, so
-// that an empty quarantine costs nothing per connection. The descriptor is
-// looked up each time: once the listener is closed, its number may belong
-// to another file. q.mu must be held.
-func (q *quarantine) watchListener() {
-	want := q.silent.len > 0 && !q.closed && !q.failed
-	if want == (q.listenerFD >= 0) {
-		return
-	}
-	fd, ok := descriptorOf(q.ln)
-	if !ok {
-		return
-	}
-	if !want {
-		_ = q.poller.unwatch(fd)
-		q.listenerFD = -1
-	} else if q.poller.watchListener(fd) == nil {
-		q.listenerFD = fd
-	}
-}
-
-func (q *quarantine) anyReady() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.ready) > 0
-}
-
 func (q *quarantine) isClosed() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -358,9 +363,10 @@ func (q *quarantine) fail(err error) {
 	}
 }
 
-// close closes every connection held, spoken or not, and the poller, which
-// wakes an Accept waiting on it: Serve is stopping, and a connection that
-// has not reached net/http by now will not be answered.
+// close closes every connection held, spoken or not, and the poller: Serve
+// is stopping, and a connection that has not reached net/http by now will
+// not be answered. An Accept waiting on the listener returns by its
+// deadline, or when Serve closes the listener, whichever is first.
 func (q *quarantine) close() {
 	if q.poller == nil {
 		return
@@ -386,29 +392,10 @@ func (q *quarantine) release() {
 	}
 	spoken := q.ready
 	q.ready = nil
-	q.watchListener()
 	q.mu.Unlock()
 	for _, c := range append(silent, spoken...) {
 		_ = c.nc.Close()
 	}
-}
-
-// descriptorOf returns the descriptor behind a connection or a listener,
-// if it has one.
-func descriptorOf(v any) (int32, bool) {
-	sc, ok := v.(syscall.Conn)
-	if !ok {
-		return 0, false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	fd := -1
-	if rc.Control(func(s uintptr) { fd = int(s) }) != nil || fd < 0 {
-		return 0, false
-	}
-	return int32(fd), true
 }
 
 // crowded reports whether the slots are under pressure, which is when an

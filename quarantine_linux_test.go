@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -178,10 +177,6 @@ func TestQuarantineClosesAfterGrace(t *testing.T) {
 	assert.True(t, r.counters.status().Pressure)
 	silent, _ := r.held()
 	assert.Empty(t, silent)
-	q := r.l.quarantine
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	assert.EqualValues(t, -1, q.listenerFD, "empty again, it no longer watches the listener")
 }
 
 // TestQuarantineFullMovesOldestToASlot: the quarantine holds twice the
@@ -267,7 +262,7 @@ func TestQuarantineShutdown(t *testing.T) {
 	assert.Empty(t, silent)
 	assert.Zero(t, ready)
 	assert.Zero(t, r.counters.evicted.Load(), "closed by the shutdown, not for room")
-	assert.Equal(t, a, r.l.quarantine.hold(a), "nothing is held once closed")
+	assert.Equal(t, a, r.l.quarantine.hold(a, descriptorOf(t, a)), "nothing is held once closed")
 }
 
 // TestQuarantineNotUnderPressure: below the eviction threshold an empty
@@ -286,7 +281,9 @@ func TestQuarantineNotUnderPressure(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, c.LocalAddr().String(), nc.RemoteAddr().String())
 	assert.Equal(t, slotWaiting, nc.(*limitedConn).state)
-	assert.Equal(t, -1, int(l.quarantine.listenerFD), "the listener is not watched")
+	silent, ready := heldIn(l.quarantine)
+	assert.Empty(t, silent)
+	assert.Zero(t, ready)
 }
 
 // TestLateProbeSurvivesEmptyAccepts is the SYN-cookie condition in
@@ -399,18 +396,26 @@ func dialHeld(t *testing.T, ln net.Listener, q *quarantine) (client, held net.Co
 	t.Cleanup(func() { _ = client.Close() })
 	held, err = ln.Accept()
 	require.NoError(t, err)
-	require.Nil(t, q.hold(held), "held")
+	require.Nil(t, q.hold(held, descriptorOf(t, held)), "held")
 	return client, held
+}
+
+// descriptorOf returns the descriptor behind a connection.
+func descriptorOf(t *testing.T, nc net.Conn) int32 {
+	t.Helper()
+	rc, err := nc.(syscall.Conn).SyscallConn()
+	require.NoError(t, err)
+	fd := -1
+	require.NoError(t, rc.Control(func(s uintptr) { fd = int(s) }))
+	return int32(fd)
 }
 
 const healthzRequest = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 
-// TestPollerWaitReportsPastItsDeadline: a wait whose deadline has already
-// passed still reports the events there. With the deadline past, the
-// runtime returns its timeout without asking epoll, and its timer can beat
-// the readiness event as well: a held connection that spoke in time would
-// be taken for silent.
-func TestPollerWaitReportsPastItsDeadline(t *testing.T) {
+// TestPollerReportsOnceByID: a watched connection is reported once, when
+// its request arrives, by the 64-bit id it was watched with (both halves
+// of the event's data), not by its descriptor, and never again.
+func TestPollerReportsOnceByID(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
@@ -423,20 +428,21 @@ func TestPollerWaitReportsPastItsDeadline(t *testing.T) {
 	nc, err := ln.Accept()
 	require.NoError(t, err)
 	defer nc.Close()
-	fd, ok := descriptorOf(nc)
-	require.True(t, ok)
-	require.NoError(t, p.watch(fd))
+	const id = 0xfedcba98_76543210
+	require.NoError(t, p.watch(descriptorOf(t, nc), id))
+	ids, err := p.poll()
+	require.NoError(t, err)
+	assert.Empty(t, ids, "nothing has arrived")
+
 	_, err = io.WriteString(client, healthzRequest)
 	require.NoError(t, err)
 	eventually(t, func() bool { return spoke(nc) }, "the request in the receive queue")
-
-	fds, err := p.wait(time.Now().Add(-time.Second))
+	ids, err = p.poll()
 	require.NoError(t, err)
-	assert.Equal(t, []int32{fd}, fds)
-
-	fds, err = p.wait(time.Now().Add(-time.Second))
-	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "nothing more: one-shot")
-	assert.Empty(t, fds)
+	assert.Equal(t, []uint64{id}, ids)
+	ids, err = p.poll()
+	require.NoError(t, err)
+	assert.Empty(t, ids, "nothing more: one-shot")
 }
 
 // TestQuarantineHandsOnWhatSpokeBeforeALateLook is the stall across a
@@ -462,11 +468,10 @@ func TestQuarantineHandsOnWhatSpokeBeforeALateLook(t *testing.T) {
 	assert.Zero(t, counters.evicted.Load())
 }
 
-// TestQuarantineExpireSparesWhatSpoke: whatever the poller has reported,
-// a connection whose bytes, FIN or reset have arrived is never closed as
-// silent when its grace runs out; it is handed on, and Accept's peek
-// decides.
-func TestQuarantineExpireSparesWhatSpoke(t *testing.T) {
+// TestQuarantineLookSparesWhatSpoke: a connection whose bytes, FIN or
+// reset arrived within its grace is never closed as silent, however late
+// Accept looks; it is handed on, and Accept's peek decides.
+func TestQuarantineLookSparesWhatSpoke(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		speak func(*net.TCPConn)
@@ -483,7 +488,7 @@ func TestQuarantineExpireSparesWhatSpoke(t *testing.T) {
 			eventually(t, func() bool { return spoke(held) }, "its bytes or its end arrived")
 			sleepPast(heldDeadline(t, q))
 
-			q.expire(time.Now()) // before any wait collects the event
+			q.look(time.Now())
 			assert.Zero(t, counters.evicted.Load(), "not closed as silent")
 			q.mu.Lock()
 			silent, ready := q.silent.len, append([]*heldConn(nil), q.ready...)
@@ -500,17 +505,76 @@ func TestQuarantineExpireSparesWhatSpoke(t *testing.T) {
 	}
 }
 
-// TestQuarantineForgetsWhatItCloses: a held connection leaves the poller
-// before it is closed. Closing alone would leave it there while any other
-// reference to the socket lives (a child between fork and exec, here a
-// dup), and once the next held connection took its descriptor number, an
-// event of the old socket would hand on the new one.
+// TestQuarantineCloseOldestSparesWhatSpoke: out of descriptors, Accept
+// has the quarantine give back the one held longest before its grace has
+// run out. One whose request arrived since Accept last looked is handed on,
+// not closed; only a silent one is closed, and counted as evicted.
+func TestQuarantineCloseOldestSparesWhatSpoke(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, time.Minute)
+	q := l.quarantine
+	spoken, heldSpoken := dialHeld(t, ln, q)
+	silentClient, _ := dialHeld(t, ln, q)
+	_, err := io.WriteString(spoken, healthzRequest)
+	require.NoError(t, err)
+	eventually(t, func() bool { return spoke(heldSpoken) }, "the request in the receive queue")
+
+	require.True(t, q.closeOldest())
+	assert.Zero(t, counters.evicted.Load(), "the one that spoke is not closed")
+	silent, ready := heldIn(q)
+	assert.Equal(t, []string{silentClient.LocalAddr().String()}, silent)
+	assert.Equal(t, 1, ready, "handed on")
+
+	require.True(t, q.closeOldest())
+	assert.EqualValues(t, 1, counters.evicted.Load(), "the silent one closed")
+	assertClosedByServer(t, silentClient)
+	assert.False(t, q.closeOldest(), "nothing silent left")
+}
+
+// TestQuarantineLooksOnlyWhileHolding: while a connection is held, the
+// listener's Accept gets a deadline, so that Accept comes round to look;
+// once nothing is held, the deadline is cleared and Accept waits for the
+// next connection alone, without waking.
+func TestQuarantineLooksOnlyWhileHolding(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
+	q := l.quarantine
+	dialHeld(t, ln, q)
+	type result struct {
+		nc    net.Conn
+		fresh bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		nc, fresh, err := q.next()
+		done <- result{nc, fresh, err}
+	}()
+	eventually(t, func() bool { return counters.evicted.Load() == 1 }, "the silent one closed after its grace")
+	newcomer, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer newcomer.Close()
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept did not return the newcomer")
+	}
+	require.NoError(t, got.err)
+	defer got.nc.Close()
+	assert.True(t, got.fresh)
+	assert.Equal(t, newcomer.LocalAddr().String(), got.nc.RemoteAddr().String())
+	assert.True(t, q.acceptDeadline.IsZero(), "the listener's deadline is cleared once nothing is held")
+}
+
+// TestQuarantineForgetsWhatItCloses: a held connection closed as silent
+// stays in the poller's set while any other reference to its socket lives
+// (a child between fork and exec, here a dup). Once the next held
+// connection has taken its descriptor number, the old socket's event must
+// not hand on the new one.
 func TestQuarantineForgetsWhatItCloses(t *testing.T) {
 	l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
 	q := l.quarantine
 	clientA, heldA := dialHeld(t, ln, q)
-	fdA, ok := descriptorOf(heldA)
-	require.True(t, ok)
+	fdA := descriptorOf(t, heldA)
 	dupA, err := syscall.Dup(int(fdA)) // the child's reference
 	require.NoError(t, err)
 	defer syscall.Close(dupA)
@@ -535,13 +599,13 @@ func TestQuarantineForgetsWhatItCloses(t *testing.T) {
 		nc, err := ln.Accept()
 		require.NoError(t, err)
 		defer nc.Close()
-		if fd, _ := descriptorOf(nc); fd == fdA {
+		if descriptorOf(t, nc) == fdA {
 			heldB = nc
 			break
 		}
 	}
 	require.NotNil(t, heldB, "no connection took descriptor %d", fdA)
-	require.Nil(t, q.hold(heldB))
+	require.Nil(t, q.hold(heldB, fdA))
 
 	_, err = clientA.Write([]byte{'x'}) // reaches A's socket, alive through the dup
 	require.NoError(t, err)

@@ -5,7 +5,6 @@ package health
 import (
 	"errors"
 	"net"
-	"time"
 )
 
 // readinessPoller exists on Linux only. Elsewhere there is no
@@ -16,11 +15,9 @@ type readinessPoller struct{}
 
 func newReadinessPoller() (*readinessPoller, error) { return nil, errors.ErrUnsupported }
 
-func (*readinessPoller) watch(int32) error               { return errors.ErrUnsupported }
-func (*readinessPoller) watchListener(int32) error       { return errors.ErrUnsupported }
-func (*readinessPoller) unwatch(int32) error             { return errors.ErrUnsupported }
-func (*readinessPoller) wait(time.Time) ([]int32, error) { return nil, errors.ErrUnsupported }
-func (*readinessPoller) close() error                    { return nil }
+func (*readinessPoller) watch(int32, uint64) error { return errors.ErrUnsupported }
+func (*readinessPoller) poll() ([]uint64, error)   { return nil, errors.ErrUnsupported }
+func (*readinessPoller) close() error              { return nil }
 
 // spoke is never asked: nothing is held.
 func spoke(net.Conn) bool { return true }
