@@ -418,8 +418,8 @@ func (l *connLimiter) shutdown() {
 	l.quarantine.close()
 }
 
-// Close closes the listener, then every connection in quarantine, which
-// wakes an Accept waiting on them.
+// Close closes the listener, which wakes an Accept waiting on it, then
+// every connection in quarantine.
 func (l *connLimiter) Close() error {
 	err := l.Listener.Close()
 	l.quarantine.close()
