@@ -99,50 +99,72 @@ func (s *Server) unlockInBackground() {
 }
 
 // flushInBackground has the queued lines written by a goroutine of its
-// own, started only when there is a line to write and nobody writing.
+// own, started only when there is a line to write and nobody writing. It
+// claims the writing before it starts the goroutine, so that callers that
+// race start one between them.
 func (s *Server) flushInBackground() {
 	q := &s.logq
 	q.mu.Lock()
 	start := len(q.lines) > 0 && !q.flushing
+	q.flushing = q.flushing || start
 	q.mu.Unlock()
 	if start {
 		go s.flushDetached()
 	}
 }
 
-// flushDetached is flushLog on a goroutine of the queue's own. There a
-// handler's panic would reach no caller that could recover it and would
-// end the process, and with it the node's data plane: so the line it
-// panicked on is dropped, and the lines after it are written.
+// flushDetached writes the queued lines on a goroutine of the queue's own,
+// the writing already claimed for it. There a handler's panic would reach
+// no caller that could recover it and would end the process, and with it
+// the node's data plane: so the line it panicked on is dropped, and the
+// lines after it are written, unless another goroutine has taken the
+// writing on meanwhile.
 func (s *Server) flushDetached() {
-	for s.flushRecovering() {
+	for s.writeRecovering() && s.claimFlush() {
 	}
 }
 
-// flushRecovering runs flushLog and reports whether a handler panicked.
-func (s *Server) flushRecovering() (panicked bool) {
+// writeRecovering runs writeQueued and reports whether a handler panicked.
+func (s *Server) writeRecovering() (panicked bool) {
 	defer func() {
 		if recover() != nil {
 			panicked = true
 		}
 	}()
-	s.flushLog()
+	s.writeQueued()
 	return false
 }
 
 // flushLog writes the queued lines in order, unless another goroutine is
 // writing them already, in which case it returns at once: that goroutine
 // writes this one's lines too, because it stops only when it finds the
-// queue empty. No lock is held while the handler runs. A handler that
-// panics still hands the writing on, so that later lines are written.
+// queue empty.
 func (s *Server) flushLog() {
+	if s.claimFlush() {
+		s.writeQueued()
+	}
+}
+
+// claimFlush makes the calling goroutine the one writing the queue's
+// lines, and reports whether it is: false when another one is.
+func (s *Server) claimFlush() bool {
 	q := &s.logq
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.flushing {
-		q.mu.Unlock()
-		return
+		return false
 	}
 	q.flushing = true
+	return true
+}
+
+// writeQueued writes the queued lines in order until the queue is empty,
+// then gives up the writing, which the caller has claimed. No lock is held
+// while the handler runs. A handler that panics still gives the writing
+// up, so that later lines are written.
+func (s *Server) writeQueued() {
+	q := &s.logq
+	q.mu.Lock()
 	locked := true
 	defer func() {
 		if !locked {
