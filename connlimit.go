@@ -144,9 +144,8 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, log logF
 // probe is answered and closed here, without a slot (shortPath); one whose
 // header is already too large is refused here, and one already closed by
 // its client is closed: none of them reaches net/http. It returns one
-// connection per call, so a quarantined connection that speaks waits for
-// the next call, which comes at once: net/http calls Accept again as soon
-// as it has started a connection's goroutine.
+// connection per call; a quarantined connection that speaks is handed on
+// by the first call after the quarantine's next look (see quarantine).
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
 		if err := l.makeRoom(); err != nil {
@@ -164,6 +163,9 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		}
 		if !isOutOfDescriptors(err) {
 			return nil, err
+		}
+		if !acceptQueued(l.Listener, quarantineLook) {
+			continue // nobody to make room for: see acceptQueued
 		}
 		// net/http would log this and back off for up to a second,
 		// while the kubelet's connection waits in the kernel's queue.

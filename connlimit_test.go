@@ -214,7 +214,9 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	return &countedConn{Conn: c, l: l}, nil
 }
 
-// SyscallConn lets Serve defer accept on the socket, as on Listen's.
+// SyscallConn lets Serve defer accept on the socket, as on Listen's, and
+// Accept ask whether a connection waits when it runs out of descriptors
+// (acceptQueued).
 func (l *countingListener) SyscallConn() (syscall.RawConn, error) {
 	return l.Listener.(syscall.Conn).SyscallConn()
 }

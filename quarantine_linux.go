@@ -50,11 +50,13 @@ func (p *readinessPoller) watch(fd int32, id uint64) error {
 func (p *readinessPoller) poll() ([]uint64, error) {
 	var n int
 	var err error
-	if cerr := p.rc.Control(func(epfd uintptr) { n, err = syscall.EpollWait(int(epfd), p.events, 0) }); cerr != nil {
-		return nil, cerr
+	wait := func(epfd uintptr) {
+		for n, err = syscall.EpollWait(int(epfd), p.events, 0); err == syscall.EINTR; {
+			n, err = syscall.EpollWait(int(epfd), p.events, 0)
+		}
 	}
-	if err == syscall.EINTR {
-		n, err = 0, nil // nothing taken: the next look asks again
+	if cerr := p.rc.Control(wait); cerr != nil {
+		return nil, cerr
 	}
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_wait", err)

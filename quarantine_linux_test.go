@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -244,7 +245,7 @@ func TestQuarantineNeverHoldsTheClosed(t *testing.T) {
 }
 
 // TestQuarantineShutdown: when Serve stops, everything held is closed, and
-// the Accept waiting on the quarantine returns at once.
+// the Accept waiting while they were held returns within a look.
 func TestQuarantineShutdown(t *testing.T) {
 	r := newQuarantineRig(t, 4, time.Minute)
 	a, b := r.dialEmpty(), r.dialEmpty()
@@ -502,6 +503,73 @@ func TestQuarantineLookSparesWhatSpoke(t *testing.T) {
 			assert.False(t, fresh)
 			_ = nc.Close()
 		})
+	}
+}
+
+// TestQuarantineLookTakesEveryBatch: more held connections speak than one
+// poll reports. A look after their grace hands every one of them on, none
+// closed as silent: the events past the first batch are in by then too.
+func TestQuarantineLookTakesEveryBatch(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
+	q := l.quarantine
+	const n = 2*pollerBatch + 1
+	q.size = n
+	var held []net.Conn
+	for range n {
+		client, nc := dialHeld(t, ln, q)
+		_, err := io.WriteString(client, healthzRequest)
+		require.NoError(t, err)
+		held = append(held, nc)
+	}
+	for i, nc := range held {
+		eventually(t, func() bool { return spoke(nc) }, fmt.Sprintf("request %d arrived", i))
+	}
+	q.mu.Lock()
+	newest := q.silent.tail.deadline
+	q.mu.Unlock()
+	sleepPast(newest)
+
+	q.look(time.Now())
+	assert.Zero(t, counters.evicted.Load(), "closed as silent")
+	silent, ready := heldIn(q)
+	assert.Empty(t, silent)
+	assert.Equal(t, n, ready, "every one handed on")
+}
+
+// TestQuarantineHandsOnWithinALook: a held connection that speaks while
+// no newcomer arrives is handed on by the next look, quarantineLook at
+// most after the last; the listener's deadline wakes Accept for it.
+func TestQuarantineHandsOnWithinALook(t *testing.T) {
+	l, ln, _ := newQuarantineLimiter(t, time.Minute)
+	q := l.quarantine
+	client, held := dialHeld(t, ln, q)
+	newcomer, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer newcomer.Close()
+	nc, fresh, err := q.next() // looks, then takes the newcomer
+	require.NoError(t, err)
+	require.True(t, fresh)
+	defer nc.Close()
+
+	_, err = io.WriteString(client, healthzRequest)
+	require.NoError(t, err)
+	eventually(t, func() bool { return spoke(held) }, "the request arrived")
+	start := time.Now()
+	done := make(chan net.Conn, 1)
+	go func() {
+		nc, fresh, err := q.next()
+		assert.NoError(t, err)
+		assert.False(t, fresh)
+		done <- nc
+	}()
+	select {
+	case nc := <-done:
+		// 5 ms, as the CHANGELOG says, with a margin for a loaded
+		// machine's scheduler; a look ten times as rare would miss it.
+		assert.Less(t, time.Since(start), 100*time.Millisecond, "handed on past its look")
+		assert.Same(t, held, nc)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept kept waiting for a newcomer")
 	}
 }
 

@@ -125,7 +125,7 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 //
 // On Linux, a connection the kernel hands over empty all the same (a SYN
 // cookie, once silent clients fill its queue) is held apart under a flood,
-// without a goroutine, until it speaks, for 100 ms at most (see
+// without a goroutine, until it speaks, for about 100 ms (see
 // quarantine): up to twice the bound more descriptors while a flood lasts,
 // so that one Serve call holds at most three times its bound in all, three
 // quarters of the soft limit. That is per call: Serve on n listeners may

@@ -1,0 +1,40 @@
+package health
+
+import (
+	"net"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// acceptQueued reports whether a connection waits in ln's accept queue,
+// waiting up to wait for one to arrive. accept(2) fails for want of a
+// descriptor before it looks at its queue, so that failure says nothing
+// about whether anyone is connecting: while the rest of the process holds
+// every descriptor, Accept would otherwise make room for nobody, every
+// time it came round, closing connections that may be probes about to
+// speak. Where it cannot tell (ln is not a socket it can poll), it says
+// yes, and Accept makes room as it would without asking.
+func acceptQueued(ln net.Listener, wait time.Duration) bool {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	queued := true
+	cerr := rc.Control(func(fd uintptr) {
+		// ppoll(2): net's RawConn of a listener cannot wait for it to
+		// be readable (its Read fails), and syscall has no poll(2).
+		pfd := struct {
+			fd              int32
+			events, revents int16
+		}{fd: int32(fd), events: 0x1} // POLLIN
+		ts := syscall.NsecToTimespec(int64(max(wait, 0)))
+		n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		queued = n > 0 || (errno != 0 && errno != syscall.EINTR)
+	})
+	return queued || cerr != nil
+}
