@@ -13,7 +13,9 @@ import (
 // about whether anyone is connecting: while the rest of the process holds
 // every descriptor, Accept would otherwise make room for nobody, every
 // time it came round, closing connections that may be probes about to
-// speak. Where it cannot tell (ln is not a socket it can poll), it says
+// speak. (So a process at its limit with nobody connecting logs nothing
+// from Serve until someone does: the kubelet's next probe.) Where it
+// cannot tell (ln is not a socket it can poll, or the poll fails), it says
 // yes, and Accept makes room as it would without asking.
 func acceptQueued(ln net.Listener, wait time.Duration) bool {
 	sc, ok := ln.(syscall.Conn)
@@ -34,7 +36,22 @@ func acceptQueued(ln net.Listener, wait time.Duration) bool {
 		}{fd: int32(fd), events: 0x1} // POLLIN
 		ts := syscall.NsecToTimespec(int64(max(wait, 0)))
 		n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		queued = n > 0 || (errno != 0 && errno != syscall.EINTR)
+		queued = queuedAfterPoll(n, errno)
 	})
 	return queued || cerr != nil
+}
+
+// queuedAfterPoll reads ppoll's result. On an error, n is -1 as a
+// uintptr, not a count. A signal (the runtime preempts goroutines with
+// one) ends the wait early with EINTR, which says nothing is queued yet:
+// Accept comes round and asks again.
+func queuedAfterPoll(n uintptr, errno syscall.Errno) bool {
+	switch errno {
+	case 0:
+		return n > 0
+	case syscall.EINTR:
+		return false
+	default:
+		return true // cannot tell
+	}
 }

@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +29,26 @@ func TestAcceptQueued(t *testing.T) {
 	assert.True(t, acceptQueued(gatedListener{ln.(*net.TCPListener)}.withoutSyscallConn(), time.Minute), "not a socket it can poll")
 }
 
+// TestQueuedAfterPoll: ppoll's count is read only when it succeeded. On
+// an error the count is -1 as a uintptr, and a signal's EINTR, frequent
+// under the runtime's preemption, must not read as a connection waiting.
+func TestQueuedAfterPoll(t *testing.T) {
+	failed := ^uintptr(0)
+	for _, tc := range []struct {
+		n     uintptr
+		errno syscall.Errno
+		want  bool
+	}{
+		{0, 0, false},
+		{1, 0, true},
+		{failed, syscall.EINTR, false},
+		{failed, syscall.EINVAL, true},
+		{failed, syscall.ENOSYS, true},
+	} {
+		assert.Equal(t, tc.want, queuedAfterPoll(tc.n, tc.errno), "n=%#x errno=%v", tc.n, tc.errno)
+	}
+}
+
 // withoutSyscallConn hides the listener's descriptor, as a wrapper that
 // does not embed it does.
 func (l gatedListener) withoutSyscallConn() net.Listener { return struct{ net.Listener }{l} }
@@ -44,11 +65,16 @@ func TestOutOfDescriptorsWithNobodyConnecting(t *testing.T) {
 	for range 3 {
 		dialStalled(t, addr)
 	}
+	_, _, before := counting.counts()
+	start := time.Now()
 	eventually(t, func() bool {
 		_, _, outOfFDs := counting.counts()
-		return outOfFDs >= 20 || s.conns.evicted.Load() > 0
+		return outOfFDs >= before+20 || s.conns.evicted.Load() > 0
 	}, "Accept coming round with no descriptor left")
 	assert.Zero(t, s.conns.evicted.Load(), "closed for nobody")
+	// Each time round, Accept waits up to quarantineLook for a
+	// connection (less when a signal ends the wait): it does not spin.
+	assert.GreaterOrEqual(t, time.Since(start), 5*quarantineLook, "20 accepts at the limit")
 
 	assertProbesAnswered(t, addr, 2)
 	assert.Positive(t, s.conns.evicted.Load(), "room made for the probes")
