@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -783,4 +785,72 @@ func TestCrowdedIsPerListener(t *testing.T) {
 		assert.Greater(t, s.conns.evicted.Load(), before, "probe %d: A evicting meanwhile", i)
 	}
 	stop()
+}
+
+// TestQuarantineOutOfDescriptorsWithNobodyConnecting: while connections
+// are held, Accept comes round every quarantineLook, and once the rest of
+// the process holds every descriptor its accept fails each time, queue
+// empty or not. No held connection may be closed for that: nobody is
+// connecting. (The descriptor limit is the process's, so the test lowers
+// it only while it looks, and no test runs beside it.)
+func TestQuarantineOutOfDescriptorsWithNobodyConnecting(t *testing.T) {
+	r := newQuarantineRig(t, 4, time.Minute)
+	var clients []net.Conn
+	for range 3 {
+		clients = append(clients, r.dialEmpty())
+	}
+	evicted := r.counters.evicted.Load()
+
+	var limit syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &limit))
+	var fillers []int
+	restore := func() {
+		for _, fd := range fillers {
+			_ = syscall.Close(fd)
+		}
+		fillers = nil
+		require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &limit))
+	}
+	defer restore()
+	low := limit
+	low.Cur = uint64(highestDescriptor(t) + 2)
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low))
+	for {
+		fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			require.ErrorIs(t, err, syscall.EMFILE)
+			break
+		}
+		fillers = append(fillers, fd)
+	}
+	// Nothing happens is the subject: watch for twenty looks.
+	for end := time.Now().Add(20 * quarantineLook); time.Now().Before(end); time.Sleep(quarantineLook) {
+		require.Equal(t, evicted, r.counters.evicted.Load(), "a held connection closed for nobody")
+	}
+	restore()
+
+	silent, _ := r.held()
+	assert.Len(t, silent, len(clients), "all still held")
+	_, err := io.WriteString(clients[0], healthzRequest)
+	require.NoError(t, err)
+	select {
+	case c := <-r.accepted:
+		assert.Equal(t, clients[0].LocalAddr().String(), c.RemoteAddr().String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held connection that spoke was not handed on")
+	}
+}
+
+// highestDescriptor returns the highest descriptor the process has open.
+func highestDescriptor(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	highest := 0
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil {
+			highest = max(highest, fd)
+		}
+	}
+	return highest
 }
