@@ -55,11 +55,11 @@ func (l gatedListener) withoutSyscallConn() net.Listener { return struct{ net.Li
 
 // TestOutOfDescriptorsWithNobodyConnecting: the rest of the process holds
 // every descriptor, so accept fails however empty its queue, and Accept
-// comes round again and again. It closes nothing until a connection
-// arrives, then makes room for it: the connections waiting in slots might
-// be probes about to speak.
+// comes round again and again. It says so once, and closes nothing until
+// a connection arrives, then makes room for it: the connections waiting in
+// slots might be probes about to speak.
 func TestOutOfDescriptorsWithNobodyConnecting(t *testing.T) {
-	s, _, ln := listenReady(t)
+	s, logs, ln := listenReady(t)
 	counting := &countingListener{Listener: ln, limit: 16, outOfFDsAt: 3}
 	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 16) })
 	for range 3 {
@@ -72,6 +72,7 @@ func TestOutOfDescriptorsWithNobodyConnecting(t *testing.T) {
 		return outOfFDs >= before+20 || s.conns.evicted.Load() > 0
 	}, "Accept coming round with no descriptor left")
 	assert.Zero(t, s.conns.evicted.Load(), "closed for nobody")
+	assert.Equal(t, 1, logs.count("health: out of file descriptors"), "said once, though nothing was closed")
 	// Each time round, Accept waits up to quarantineLook for a
 	// connection (less when a signal ends the wait): it does not spin.
 	assert.GreaterOrEqual(t, time.Since(start), 5*quarantineLook, "20 accepts at the limit")

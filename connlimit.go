@@ -164,12 +164,13 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if !isOutOfDescriptors(err) {
 			return nil, err
 		}
+		l.logOutOfDescriptors(err)
 		if !acceptQueued(l.Listener, quarantineLook) {
 			continue // nobody to make room for: see acceptQueued
 		}
 		// net/http would log this and back off for up to a second,
 		// while the kubelet's connection waits in the kernel's queue.
-		l.outOfDescriptors(err)
+		l.outOfDescriptors()
 	}
 }
 
@@ -261,14 +262,11 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 	return c
 }
 
-// outOfDescriptors makes room after accept failed for lack of descriptors,
-// rather than backing off: it closes the connection held longest in
-// quarantine, else the oldest connection without a request, which frees
-// its descriptor at once (net.Conn.Close returns once the descriptor is
-// closed), or else waits for one being answered to end. Only when Serve
-// holds nothing at all is the shortage the rest of the process's, and then
-// it waits descriptorRetry.
-func (l *connLimiter) outOfDescriptors(err error) {
+// logOutOfDescriptors says that accept failed for lack of descriptors, at
+// most once a minute: a client can provoke it, and whether or not anyone
+// is waiting to be accepted, the agent is at its limit, which its operator
+// needs to know.
+func (l *connLimiter) logOutOfDescriptors(err error) {
 	l.mu.Lock()
 	now := time.Now()
 	logNow := now.Sub(l.lastOutOfFDLog) >= time.Minute
@@ -280,6 +278,16 @@ func (l *connLimiter) outOfDescriptors(err error) {
 	if logNow {
 		l.log(context.Background(), slog.LevelWarn, "health: out of file descriptors; closing the oldest connections that have not sent a request", "held", held, "err", err)
 	}
+}
+
+// outOfDescriptors makes room after accept failed for lack of descriptors,
+// rather than backing off: it closes the connection held longest in
+// quarantine, else the oldest connection without a request, which frees
+// its descriptor at once (net.Conn.Close returns once the descriptor is
+// closed), or else waits for one being answered to end. Only when Serve
+// holds nothing at all is the shortage the rest of the process's, and then
+// it waits descriptorRetry.
+func (l *connLimiter) outOfDescriptors() {
 	if l.quarantine.closeOldest() {
 		return
 	}
