@@ -13,8 +13,8 @@ import (
 // about whether anyone is connecting: while the rest of the process holds
 // every descriptor, Accept would otherwise make room for nobody, every
 // time it came round, closing connections that may be probes about to
-// speak. Where it cannot tell (ln is not a socket it can poll, or the poll fails), it says
-// yes, and Accept makes room as it would without asking.
+// speak. Where it cannot tell (ln is not a socket it can poll, or the poll
+// fails), it says yes, and Accept makes room as it would without asking.
 func acceptQueued(ln net.Listener, wait time.Duration) bool {
 	sc, ok := ln.(syscall.Conn)
 	if !ok {

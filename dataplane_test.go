@@ -521,19 +521,25 @@ func TestCheckGoexit(t *testing.T) {
 	// Long enough that a busy machine never turns a slow check into a
 	// stall (three periods), which would log lines these tests count.
 	const goexitPeriod = 50 * time.Millisecond
-	t.Run("once: a failure, then polling goes on", func(t *testing.T) {
-		s, logs := newPolledServer(t)
+	// pollGoexiting polls fn as s's check every goexitPeriod, until the
+	// test cancels or ends.
+	pollGoexiting := func(t *testing.T, fn func() error) (s *Server, logs *logBuffer, calls <-chan int, cancel func()) {
+		s, logs = newPolledServer(t)
 		s.checkPeriod = goexitPeriod
+		check, calls := countingCheck(fn)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		s.SetDataPlaneCheck(ctx, check)
+		return s, logs, calls, cancel
+	}
+	t.Run("once: a failure, then polling goes on", func(t *testing.T) {
 		var n atomic.Int32
-		check, calls := countingCheck(func() error {
+		s, logs, calls, cancel := pollGoexiting(t, func() error {
 			if n.Add(1) == 1 {
 				runtime.Goexit()
 			}
 			return nil
 		})
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		s.SetDataPlaneCheck(ctx, check)
 		waitCalls(t, calls, 3)
 		assert.NoError(t, s.Ready())
 		cancel()
@@ -548,12 +554,7 @@ func TestCheckGoexit(t *testing.T) {
 	})
 
 	t.Run("always: failing, logged once, polling at its period", func(t *testing.T) {
-		s, logs := newPolledServer(t)
-		s.checkPeriod = goexitPeriod
-		check, calls := countingCheck(func() error { runtime.Goexit(); return nil })
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		s.SetDataPlaneCheck(ctx, check)
+		s, logs, calls, cancel := pollGoexiting(t, func() error { runtime.Goexit(); return nil })
 		waitCalls(t, calls, 6) // five results recorded
 		err := s.Ready()
 		assert.ErrorIs(t, err, ErrDataPlaneLost)
@@ -568,19 +569,14 @@ func TestCheckGoexit(t *testing.T) {
 	})
 
 	t.Run("after failures, a Goexit is logged with its stack", func(t *testing.T) {
-		s, logs := newPolledServer(t)
-		s.checkPeriod = goexitPeriod
 		var n atomic.Int32
-		check, calls := countingCheck(func() error {
+		_, logs, calls, cancel := pollGoexiting(t, func() error {
 			if n.Add(1) <= 2 {
 				return errPlantedCheck
 			}
 			runtime.Goexit()
 			return nil
 		})
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		s.SetDataPlaneCheck(ctx, check)
 		waitCalls(t, calls, 5)
 		cancel()
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="PLANTED-check-error`))
