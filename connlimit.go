@@ -128,7 +128,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, log logF
 	if sc, ok := ln.(syscall.Conn); ok {
 		rc, err := sc.SyscallConn()
 		if err == nil {
-			err = setDeferAccept(rc, readHeaderTimeout)
+			err = setDeferAccept(rc)
 		}
 		if err != nil {
 			log(context.Background(), slog.LevelWarn, "health: cannot defer accept; silent connections will take connection slots until evicted", "err", err)

@@ -5,18 +5,32 @@ import (
 	"time"
 )
 
+// deferAcceptTimeout is how long the kernel keeps a connection that has
+// sent nothing before Accept sees it (TCP_DEFER_ACCEPT, which the kernel
+// rounds up to its retransmission schedule: 31 s). A silent client waits
+// there, in the listener's SYN queue, costing the process nothing. When
+// the wait runs out, the kernel hands it over empty, Serve closes it, and
+// it connects again. So the wait sets how often each silent client comes
+// back through Accept. Under a flood every comeback pushes a probe that
+// arrived empty (a SYN cookie, once the queue is full) closer to
+// eviction: with the header timeout's 2 s here (3 s once rounded), 8,000
+// silent clients made Serve close about ten times as many connections a
+// second as they do now, and a probe writing 20 ms late at a descriptor
+// limit of 128 was lost one time in ten (docs/load.md, load 12). A client
+// that writes is accepted the moment its bytes arrive, however long the
+// wait, so the wait slows no probe.
+const deferAcceptTimeout = 30 * time.Second
+
 // setDeferAccept sets TCP_DEFER_ACCEPT on a listening socket: Accept then
 // returns a connection only once its first bytes have arrived, or once it
-// has waited timeout (rounded up to a second) with none. A client that
-// connects and stays silent waits in the kernel's queue, costing the
-// process no descriptor and no slot, and a probe that is slow to write (a
-// busy kubelet) is accepted with its request in hand, never grown old and
-// empty in a churning pool. Listen sets it when it binds, so that it covers
-// the first connection, and Serve sets it again on a listener made
-// elsewhere. The caller passes the header timeout: past it, net/http would
-// close the connection anyway.
-func setDeferAccept(rc syscall.RawConn, timeout time.Duration) error {
-	seconds := int((timeout + time.Second - 1) / time.Second)
+// has waited deferAcceptTimeout with none. A client that connects and
+// stays silent waits in the kernel's queue, costing the process no
+// descriptor and no slot, and a probe that is slow to write (a busy
+// kubelet) is accepted with its request in hand, never grown old and empty
+// in a churning pool. Listen sets it when it binds, so that it covers the
+// first connection, and Serve sets it again on a listener made elsewhere.
+func setDeferAccept(rc syscall.RawConn) error {
+	seconds := int(deferAcceptTimeout / time.Second)
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
 		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, seconds)

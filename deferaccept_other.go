@@ -2,12 +2,9 @@
 
 package health
 
-import (
-	"syscall"
-	"time"
-)
+import "syscall"
 
 // setDeferAccept does nothing outside Linux, which alone has
 // TCP_DEFER_ACCEPT: there a silent client takes a connection slot until it
 // is evicted.
-func setDeferAccept(syscall.RawConn, time.Duration) error { return nil }
+func setDeferAccept(syscall.RawConn) error { return nil }

@@ -56,7 +56,7 @@ func (s *Server) Listen() (net.Listener, error) {
 	// the moment the socket listens, before Serve runs.
 	lc := net.ListenConfig{
 		KeepAlive: -1,
-		Control:   func(_, _ string, rc syscall.RawConn) error { return setDeferAccept(rc, readHeaderTimeout) },
+		Control:   func(_, _ string, rc syscall.RawConn) error { return setDeferAccept(rc) },
 	}
 	ln, err := lc.Listen(context.Background(), "tcp", s.cfg.Listen)
 	if isAddressInUse(err) {
