@@ -178,35 +178,21 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 // admitted for net/http, or nil when it was dealt with here (answered,
 // refused, closed or held). fresh is true for a connection straight from
 // the listener, false for one from the quarantine, which is never held
-// again. makeRoom has made room for one admission, and route admits at
-// most one connection.
+// again. makeRoom has made room for one admission.
 func (l *connLimiter) route(nc net.Conn, fresh bool) net.Conn {
-	for {
-		switch p, n := l.calls.peek(nc, l.peek); {
-		case p == peekedOversized:
-			refuse(l.calls, nc)
-		case p == peekedClosed:
-			_ = nc.Close() // nothing to answer: it never takes a slot
-		case p == peekedComplete && l.short != nil && l.short.answer(l.calls, nc, l.peek, n):
-			// answered and closed
-		case p == peekedEmpty && fresh && l.crowded():
-			// Held until it speaks, or in its place the connection
-			// held longest comes out, whose request may have arrived
-			// since the poller last reported: it takes the same peek,
-			// once, as one not fresh.
-			switch moved := l.quarantine.hold(nc, l.calls.fd); moved {
-			case nil:
-			case nc:
-				return l.admit(nc, false)
-			default:
-				nc, fresh = moved, false
-				continue
-			}
-		default:
-			return l.admit(nc, p == peekedComplete)
-		}
-		return nil
+	switch p, n := l.calls.peek(nc, l.peek); {
+	case p == peekedOversized:
+		refuse(l.calls, nc)
+	case p == peekedClosed:
+		_ = nc.Close() // nothing to answer: it never takes a slot
+	case p == peekedComplete && l.short != nil && l.short.answer(l.calls, nc, l.peek, n):
+		// answered and closed
+	case p == peekedEmpty && fresh && l.crowded() && l.quarantine.hold(nc, l.calls.fd):
+		// held until it speaks
+	default:
+		return l.admit(nc, p == peekedComplete)
 	}
+	return nil
 }
 
 // makeRoom returns once one more connection can be held within the limit.

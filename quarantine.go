@@ -36,27 +36,26 @@ func quarantineSize(limit int) int { return 2 * limit }
 // A quarantine holds, without reading them and without a goroutine each,
 // the connections that arrive empty while the slots are under pressure
 // (see crowded), until their first bytes arrive or quarantineGrace passes.
-// Full, it hands the one held longest to a slot (see hold).
+// Full, it lets go of the one held longest (see hold).
 //
 // On Linux such a connection exists only when the kernel has completed its
 // handshake without TCP_DEFER_ACCEPT's wait: a SYN cookie, once silent
-// clients fill the SYN queue, or a deferral run out. A probe whose request
+// clients fill the SYN queue, or a deferral run out (deferAcceptTimeout). A probe whose request
 // comes a few tens of milliseconds after its handshake (a busy kubelet) is
 // then accepted empty. Admitted into the slots at once, it would wait in
 // the limiter's list, and a flood's reconnecting clients would push a
 // bound's worth of newer admissions past it within milliseconds: it would
 // be evicted before it speaks. Held here instead, it is admitted once its
 // request has arrived, as one that is being answered and that no
-// eviction touches. Silent clients held here cost no slot; they are closed
-// when their grace runs out with nothing arrived, or, the quarantine full,
-// the oldest moves to a slot, where it waits for its request with its own
-// goroutine and is evicted, oldest first, like any other.
+// eviction touches. Silent clients held here cost no slot and no
+// goroutine; they are closed when their grace runs out with nothing
+// arrived, or, the quarantine full, oldest first.
 //
 // Two simpler designs were tried under the same SYN-cookie flood and are
 // worse: sparing connections younger than some age from eviction, and not
-// accepting while the quarantine is full. Both stop Accept from taking connections
-// at the kernel's pace, so its accept queue overflows and drops the
-// handshakes of probes with the rest.
+// accepting while the quarantine is full. Both stop Accept from taking
+// connections at the kernel's pace, so its accept queue overflows and
+// drops the handshakes of probes with the rest.
 //
 // Accept is the quarantine's only clock, and it looks rather than waits.
 // While anything is held, the listener's Accept has a deadline at most
@@ -138,46 +137,50 @@ func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc
 	return q
 }
 
-// hold takes nc, a connection that arrived empty, and returns the one
-// Accept is to admit to a slot instead, if any: nc itself when it cannot
-// be held (no poller, Serve stopping, no descriptor to watch), nil when it
-// is held, or, when the quarantine is full, the connection held longest,
-// which makes room for it. That one goes on rather than being closed, so
-// that the slots' own eviction, oldest first, takes over: the connections
-// in slots waiting for a request are older still, and under a flood a
-// probe's late request then has the slots and the quarantine together,
-// not the quarantine alone, to arrive in. Its request may have arrived
-// since Accept last looked, so Accept peeks at it as at a newcomer (see
-// connLimiter.route).
+// hold takes nc, a connection that arrived empty, and reports whether it
+// holds it; it does not when it cannot (no poller, Serve stopping, no
+// descriptor to watch), and Accept admits nc to a slot instead. Full, it
+// makes room by letting go of the connection held longest (see settle):
+// if anything has arrived on it since Accept last looked, it is handed
+// on, for Accept's peek to decide; if not, it is closed unspoken. It is
+// not moved to a slot to wait on: there it would cost a goroutine and
+// net/http's buffers (some 17 KiB) for a client that has sent nothing,
+// and under the flood that filled the quarantine, the slots' own eviction
+// would close it within milliseconds anyway.
 //
 // fd is nc's descriptor, as the peek found it; -1 if it has none.
-func (q *quarantine) hold(nc net.Conn, fd int32) net.Conn {
+func (q *quarantine) hold(nc net.Conn, fd int32) bool {
 	if q.poller == nil || fd < 0 {
-		return nc
+		return false
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed || q.failed {
-		return nc
+		q.mu.Unlock()
+		return false
 	}
 	var oldest *heldConn
 	if q.silent.len+len(q.ready) >= q.size {
 		if oldest = q.silent.front(); oldest == nil {
-			return nc // all of them have spoken, and Accept hands those on first
+			q.mu.Unlock()
+			return false // all of them have spoken, and Accept hands those on first
 		}
 	}
 	q.lastID++
 	if err := q.poller.watch(fd, q.lastID); err != nil {
-		return nc
+		q.mu.Unlock()
+		return false
 	}
 	c := &heldConn{nc: nc, id: q.lastID, deadline: time.Now().Add(q.grace)}
 	q.silent.pushBack(c)
 	q.byID[c.id] = c
-	if oldest == nil {
-		return nil
+	if oldest != nil {
+		q.drop(oldest)
 	}
-	q.drop(oldest)
-	return oldest.nc
+	q.mu.Unlock()
+	if oldest != nil {
+		q.settle(oldest)
+	}
+	return true
 }
 
 // next returns the connection Accept considers next: one held here that
@@ -399,23 +402,27 @@ func (q *quarantine) release() {
 }
 
 // crowded reports whether the slots are under pressure, which is when an
-// empty newcomer goes to the quarantine rather than to a slot: when
-// admitting it would fill the slots to where Accept evicts (limit less the
-// reserve, counting connections not yet evicted), or when anything was
-// evicted, or closed unspoken in quarantine, within the last grace. Under
-// a flood every new admission evicts the oldest connection without a
-// request, a bound's worth of them passes an empty newcomer within
-// milliseconds, and the count of slots in use swings around the threshold
-// as evicted clients reconnect: the recent eviction says so when the count
-// does not. Otherwise a connection admitted empty waits for its request in
-// a slot as it always has, read by its own goroutine the moment the bytes
-// arrive. Both are this limiter's own: a flood on another listener of the
-// same Server leaves this one's newcomers alone, as it leaves its slots.
+// empty newcomer goes to the quarantine rather than to a slot: when a
+// quarter of the slots already hold connections (counting those not yet
+// evicted), or when anything was evicted, or closed unspoken in
+// quarantine, within the last grace. A kubelet holds one connection at a
+// time, so a quarter of the slots taken is a crowd, whether it came to
+// stay or is a burst of connections whose requests lag their handshakes;
+// in quarantine each waits at the cost of a descriptor, in a slot at that
+// of a goroutine and net/http's buffers. Under a flood every new
+// admission evicts the oldest connection without a request, and the count
+// of slots in use swings as evicted clients reconnect: the recent
+// eviction says so when the count does not. Otherwise a connection
+// admitted empty waits for its request in a slot as it always has, with
+// the whole header timeout to send it, read by its own goroutine the
+// moment the bytes arrive. Both are this limiter's own: a flood on
+// another listener of the same Server leaves this one's newcomers alone,
+// as it leaves its slots.
 func (l *connLimiter) crowded() bool {
 	if last := l.lastEviction.Load(); last != 0 && time.Duration(monotonicNow()-last) < l.quarantine.grace {
 		return true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.held-l.evicted+1 >= l.limit-l.reserve
+	return l.held-l.evicted >= l.limit/4
 }

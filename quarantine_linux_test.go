@@ -182,15 +182,16 @@ func TestQuarantineClosesAfterGrace(t *testing.T) {
 	assert.Empty(t, silent)
 }
 
-// TestQuarantineFullMovesOldestToASlot: the quarantine holds twice the
-// slots at most; full, it makes room for a newcomer by handing the
-// connection held longest to a slot, where its own goroutine waits for its
-// request and the slots' eviction, oldest first, takes over.
-func TestQuarantineFullMovesOldestToASlot(t *testing.T) {
+// TestQuarantineFullClosesTheOldest: the quarantine holds twice the
+// slots at most; full, it makes room for a newcomer by closing the
+// connection held longest, silent still, counted as evicted. It does not
+// move it to a slot, where it would cost a goroutine to wait on.
+func TestQuarantineFullClosesTheOldest(t *testing.T) {
 	const limit = 8
 	r := newQuarantineRig(t, limit, time.Minute)
 	size := quarantineSize(limit)
 	require.Equal(t, 2*limit, size)
+	held, evicted := r.live(), r.counters.evicted.Load()
 	var clients []net.Conn
 	for i := 0; i < size+2; i++ {
 		clients = append(clients, r.dialEmpty())
@@ -202,13 +203,14 @@ func TestQuarantineFullMovesOldestToASlot(t *testing.T) {
 	}
 	assert.Equal(t, want, silent, "the newest, in order")
 	for i, c := range clients[:2] {
-		select {
-		case got := <-r.accepted:
-			assert.Equal(t, c.LocalAddr().String(), got.RemoteAddr().String(), "client %d, the oldest, in order", i)
-			assert.Equal(t, slotWaiting, got.state)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("client %d, among the oldest, was not admitted", i)
-		}
+		assertClosedByServer(t, c, "client %d, among the oldest", i)
+	}
+	assert.Equal(t, evicted+2, r.counters.evicted.Load())
+	assert.Equal(t, held, r.live(), "no slot taken")
+	select {
+	case got := <-r.accepted:
+		t.Errorf("%v admitted to a slot", got.RemoteAddr())
+	default:
 	}
 }
 
@@ -265,7 +267,7 @@ func TestQuarantineShutdown(t *testing.T) {
 	assert.Empty(t, silent)
 	assert.Zero(t, ready)
 	assert.Zero(t, r.counters.evicted.Load(), "closed by the shutdown, not for room")
-	assert.Equal(t, a, r.l.quarantine.hold(a, descriptorOf(t, a)), "nothing is held once closed")
+	assert.False(t, r.l.quarantine.hold(a, descriptorOf(t, a)), "nothing is held once closed")
 }
 
 // TestQuarantineNotUnderPressure: below the eviction threshold an empty
@@ -399,7 +401,7 @@ func dialHeld(t *testing.T, ln net.Listener, q *quarantine) (client, held net.Co
 	t.Cleanup(func() { _ = client.Close() })
 	held, err = ln.Accept()
 	require.NoError(t, err)
-	require.Nil(t, q.hold(held, descriptorOf(t, held)), "held")
+	require.True(t, q.hold(held, descriptorOf(t, held)), "held")
 	return client, held
 }
 
@@ -675,7 +677,7 @@ func TestQuarantineForgetsWhatItCloses(t *testing.T) {
 		}
 	}
 	require.NotNil(t, heldB, "no connection took descriptor %d", fdA)
-	require.Nil(t, q.hold(heldB, fdA))
+	require.True(t, q.hold(heldB, fdA))
 
 	_, err = clientA.Write([]byte{'x'}) // reaches A's socket, alive through the dup
 	require.NoError(t, err)
@@ -719,13 +721,14 @@ func TestQuarantineOnlyOnTCPListener(t *testing.T) {
 	require.NoError(t, ln.Close())
 }
 
-// TestQuarantineFullPeeksTheOldest: full, the quarantine makes room by
-// handing over the connection held longest, whose request may have
-// arrived since the poller last reported (here nothing has waited on it
-// since). It is admitted as the peek finds it: with its request complete,
-// as being answered, never as waiting, which eviction could close with
-// the request unread.
-func TestQuarantineFullPeeksTheOldest(t *testing.T) {
+// TestQuarantineFullHandsOnTheOldestThatSpoke: full, the quarantine makes
+// room by letting go of the connection held longest, whose request may
+// have arrived since the poller last reported (here nothing has waited on
+// it since). That one is not closed: Accept hands it on next, and it is
+// admitted as the peek finds it, with its request complete, as being
+// answered, never as waiting, which eviction could close with the request
+// unread.
+func TestQuarantineFullHandsOnTheOldestThatSpoke(t *testing.T) {
 	l, ln, counters := newQuarantineLimiter(t, time.Minute)
 	q := l.quarantine
 	for !l.crowded() {
@@ -749,16 +752,50 @@ func TestQuarantineFullPeeksTheOldest(t *testing.T) {
 	defer newcomer.Close()
 	nc, err := ln.Accept()
 	require.NoError(t, err)
-	got := l.route(nc, true)
-	require.NotNil(t, got, "the oldest, handed over")
+	require.Nil(t, l.route(nc, true), "the newcomer, held")
+	silent, ready := heldIn(q)
+	assert.Len(t, silent, q.size)
+	assert.Equal(t, newcomer.LocalAddr().String(), silent[len(silent)-1], "the newcomer held in the oldest's place")
+	assert.Equal(t, 1, ready, "the oldest, to be handed on")
+
+	next, fresh, err := q.next()
+	require.NoError(t, err)
+	assert.False(t, fresh)
+	assert.Same(t, held[0], next)
+	got := l.route(next, fresh)
+	require.NotNil(t, got)
 	defer got.Close()
-	assert.Same(t, held[0], got.(*limitedConn).Conn)
 	assert.Equal(t, slotActive, got.(*limitedConn).state, "its request is complete: never evicted")
 	assert.Equal(t, accepted, counters.accepted.Load(), "neither counted again")
-	assert.Equal(t, evicted, counters.evicted.Load())
-	silent, _ := heldIn(q)
-	assert.Len(t, silent, q.size, "the newcomer held in its place")
-	assert.Equal(t, newcomer.LocalAddr().String(), silent[len(silent)-1])
+	assert.Equal(t, evicted, counters.evicted.Load(), "nothing closed")
+}
+
+// TestCrowded: an empty newcomer is held apart once a quarter of the
+// slots hold connections not evicted, or within a grace of an eviction,
+// and takes a slot otherwise.
+func TestCrowded(t *testing.T) {
+	now := monotonicNow()
+	for _, tc := range []struct {
+		name                 string
+		limit, held, evicted int
+		lastEviction         int64
+		want                 bool
+	}{
+		{"empty", 8, 0, 0, 0, false},
+		{"one short of a quarter", 8, 1, 0, 0, false},
+		{"a quarter", 8, 2, 0, 0, true},
+		{"a quarter, one of them evicted", 8, 2, 1, 0, false},
+		{"the default bound, one short", 256, 63, 0, 0, false},
+		{"the default bound, a quarter", 256, 64, 0, 0, true},
+		{"an eviction within the grace", 8, 0, 0, now - int64(quarantineGrace/2), true},
+		{"an eviction past the grace", 8, 0, 0, now - int64(2*quarantineGrace), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &connLimiter{limit: tc.limit, held: tc.held, evicted: tc.evicted, quarantine: &quarantine{grace: quarantineGrace}}
+			l.lastEviction.Store(tc.lastEviction)
+			assert.Equal(t, tc.want, l.crowded())
+		})
+	}
 }
 
 // TestCrowdedIsPerListener serves one Server on two listeners and floods
