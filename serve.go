@@ -111,8 +111,8 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // gets the handler's 404, not net/http's own answer; and Serve never reads
 // a request body: a request that declares one is answered and its
 // connection closed at once. On Linux, Serve has the kernel hold a
-// connection until its first bytes arrive, which needs ln to be a TCP
-// socket, as Listen's is.
+// connection until its first bytes arrive, for up to 30 s, which needs ln
+// to be a TCP socket, as Listen's is.
 //
 // On Unix, a plain probe (GET or HEAD of exactly /healthz or /readyz, with
 // nothing unusual in its header) whose request has arrived whole when its
@@ -124,14 +124,15 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // is served by net/http.
 //
 // On Linux, a connection the kernel hands over empty all the same (a SYN
-// cookie, once silent clients fill its queue) is held apart under a flood,
-// without a goroutine, until it speaks, for about 100 ms (see
-// quarantine): up to twice the bound more descriptors while a flood lasts,
-// so that one Serve call holds at most three times its bound in all, three
-// quarters of the soft limit. That is per call: Serve on n listeners may
-// hold n times as much, so an agent that serves more than one needs a soft
-// limit of at least 1024 per listener to keep a quarter for itself. Only a
-// ln that is a *net.TCPListener itself, as Listen's is, gets this hold: a
+// cookie, once silent clients fill its queue) is held apart under
+// pressure (a quarter of the slots in use, or a recent eviction), without
+// a goroutine, until it speaks, for about 100 ms (see quarantine): up to
+// twice the bound more descriptors while a flood lasts, so that one Serve
+// call holds at most three times its bound in all, three quarters of the
+// soft limit. That is per call: Serve on n listeners may hold n times as
+// much, so an agent that serves more than one needs a soft limit of at
+// least 1024 per listener to keep a quarter for itself. Only a ln that
+// is a *net.TCPListener itself, as Listen's is, gets this hold: a
 // wrapper's Accept may block, and the held connections that have spoken
 // would wait with it, so behind a wrapper they take slots at once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
