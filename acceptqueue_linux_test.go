@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"net"
 	"syscall"
 	"testing"
@@ -12,41 +13,93 @@ import (
 )
 
 // TestAcceptQueued: it says whether a connection waits to be accepted,
-// and where it cannot tell, yes.
+// and where it cannot tell, yes, with the poll's error if the poll
+// failed.
 func TestAcceptQueued(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
-	assert.False(t, acceptQueued(ln, time.Millisecond), "nobody connecting")
+	queued, err := acceptQueued(ln, time.Millisecond)
+	assert.False(t, queued, "nobody connecting")
+	assert.NoError(t, err)
 
 	c, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
 	defer c.Close()
 	start := time.Now()
-	assert.True(t, acceptQueued(ln, time.Minute), "a connection in the queue")
+	queued, err = acceptQueued(ln, time.Minute)
+	assert.True(t, queued, "a connection in the queue")
+	assert.NoError(t, err)
 	assert.Less(t, time.Since(start), 10*time.Second, "without waiting out its wait")
 
-	assert.True(t, acceptQueued(gatedListener{ln.(*net.TCPListener)}.withoutSyscallConn(), time.Minute), "not a socket it can poll")
+	queued, err = acceptQueued(gatedListener{ln.(*net.TCPListener)}.withoutSyscallConn(), time.Minute)
+	assert.True(t, queued, "not a socket it can poll")
+	assert.NoError(t, err, "nothing failed")
+
+	queued, err = acceptQueued(unpollableListener{ln}, time.Minute)
+	assert.True(t, queued, "a socket it failed to poll")
+	assert.ErrorIs(t, err, errCannotPoll)
 }
 
 // TestQueuedAfterPoll: ppoll's count is read only when it succeeded. On
 // an error the count is -1 as a uintptr, and a signal's EINTR, frequent
 // under the runtime's preemption, must not read as a connection waiting.
+// Any other error cannot tell, and is returned.
 func TestQueuedAfterPoll(t *testing.T) {
 	failed := ^uintptr(0)
 	for _, tc := range []struct {
-		n     uintptr
-		errno syscall.Errno
-		want  bool
+		n       uintptr
+		errno   syscall.Errno
+		want    bool
+		wantErr error
 	}{
-		{0, 0, false},
-		{1, 0, true},
-		{failed, syscall.EINTR, false},
-		{failed, syscall.EINVAL, true},
-		{failed, syscall.ENOSYS, true},
+		{0, 0, false, nil},
+		{1, 0, true, nil},
+		{failed, syscall.EINTR, false, nil},
+		{failed, syscall.EINVAL, true, syscall.EINVAL},
+		{failed, syscall.ENOMEM, true, syscall.ENOMEM},
 	} {
-		assert.Equal(t, tc.want, queuedAfterPoll(tc.n, tc.errno), "n=%#x errno=%v", tc.n, tc.errno)
+		got, err := queuedAfterPoll(tc.n, tc.errno)
+		assert.Equal(t, tc.want, got, "n=%#x errno=%v", tc.n, tc.errno)
+		if tc.wantErr == nil {
+			assert.NoError(t, err, "errno=%v", tc.errno)
+		} else {
+			assert.ErrorIs(t, err, tc.wantErr)
+		}
 	}
+}
+
+// errCannotPoll is unpollableListener's failure.
+var errCannotPoll = errors.New("cannot poll")
+
+// unpollableListener is a socket whose descriptor cannot be reached, so
+// that acceptQueued's poll fails, as it would on an error of ppoll's.
+type unpollableListener struct{ net.Listener }
+
+func (l unpollableListener) SyscallConn() (syscall.RawConn, error) {
+	return unpollableRawConn{}, nil
+}
+
+type unpollableRawConn struct{ syscall.RawConn }
+
+func (unpollableRawConn) Control(func(uintptr)) error { return errCannotPoll }
+
+// TestOutOfDescriptorsCannotTellIsLogged: when Accept cannot tell whether
+// a connection waits, it makes room as if one did, which may close a
+// connection for nobody, and says so, once a minute, with the error.
+func TestOutOfDescriptorsCannotTellIsLogged(t *testing.T) {
+	s, logs, ln := listenReady(t)
+	counting := &countingListener{Listener: unpollableListener{ln}, limit: 16, outOfFDsAt: 1}
+	addr, _ := startServingOn(t, counting, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, 16) })
+	for range 3 {
+		dialStalled(t, addr)
+	}
+	eventually(t, func() bool { return s.conns.evicted.Load() >= 2 }, "room made twice, as if someone waited")
+	assert.Equal(t, 1, logs.count("health: out of file descriptors, and cannot tell whether a connection waits"), "said once")
+	// The error is on that line, and on Serve's warning that it cannot
+	// defer accept either, which needs the same descriptor.
+	assert.Equal(t, 1, logs.count("cannot defer accept"))
+	assert.Equal(t, 2, logs.count(errCannotPoll.Error()), "with the error")
 }
 
 // withoutSyscallConn hides the listener's descriptor, as a wrapper that

@@ -9,4 +9,4 @@ import (
 
 // acceptQueued cannot tell outside Linux, and says yes: Accept makes room
 // whenever accept fails for want of a descriptor.
-func acceptQueued(net.Listener, time.Duration) bool { return true }
+func acceptQueued(net.Listener, time.Duration) (bool, error) { return true, nil }

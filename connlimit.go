@@ -100,15 +100,16 @@ type connLimiter struct {
 	// calls on other listeners share.
 	lastEviction atomic.Int64
 
-	mu             sync.Mutex
-	released       sync.Cond    // a held connection was released, or shutdown began
-	held           int          // accepted, and their goroutines not yet ended
-	evicted        int          // of held, those closed by the limiter
-	waiting        connList     // of held, those with no request yet, oldest first
-	newest         *limitedConn // the connection admitted last
-	closing        bool         // Serve is shutting down: no connection is admitted
-	lastFloodLog   time.Time
-	lastOutOfFDLog time.Time
+	mu            sync.Mutex
+	released      sync.Cond    // a held connection was released, or shutdown began
+	held          int          // accepted, and their goroutines not yet ended
+	evicted       int          // of held, those closed by the limiter
+	waiting       connList     // of held, those with no request yet, oldest first
+	newest        *limitedConn // the connection admitted last
+	closing       bool         // Serve is shutting down: no connection is admitted
+	floodLog      logGate
+	outOfFDLog    logGate
+	cannotTellLog logGate
 }
 
 func newConnLimiter(ln net.Listener, limit int, counters *connCounters, log logFunc) *connLimiter {
@@ -165,7 +166,11 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		l.logOutOfDescriptors(err)
-		if !acceptQueued(l.Listener, quarantineLook) {
+		queued, pollErr := acceptQueued(l.Listener, quarantineLook)
+		if pollErr != nil {
+			l.logCannotTellQueued(pollErr)
+		}
+		if !queued {
 			continue // nobody to make room for: see acceptQueued
 		}
 		// net/http would log this and back off for up to a second,
@@ -204,7 +209,7 @@ func (l *connLimiter) makeRoom() error {
 	for !l.closing {
 		if l.held-l.evicted >= l.limit-l.reserve {
 			if victim := l.evictOldest(false); victim != nil {
-				logNow := l.floodLogDue()
+				logNow := l.floodLog.due(time.Now())
 				l.mu.Unlock()
 				_ = victim.Conn.Close()
 				if logNow {
@@ -249,20 +254,27 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 }
 
 // logOutOfDescriptors says that accept failed for lack of descriptors, at
-// most once a minute: a client can provoke it, and whether or not anyone
-// is waiting to be accepted, the agent is at its limit, which its operator
-// needs to know.
+// most once a minute: whether or not anyone is waiting to be accepted,
+// the agent is at its limit, which its operator needs to know.
 func (l *connLimiter) logOutOfDescriptors(err error) {
 	l.mu.Lock()
-	now := time.Now()
-	logNow := now.Sub(l.lastOutOfFDLog) >= time.Minute
-	if logNow {
-		l.lastOutOfFDLog = now
-	}
+	logNow := l.outOfFDLog.due(time.Now())
 	held := l.held
 	l.mu.Unlock()
 	if logNow {
 		l.log(context.Background(), slog.LevelWarn, "health: out of file descriptors; closing the oldest connections that have not sent a request", "held", held, "err", err)
+	}
+}
+
+// logCannotTellQueued says, at most once a minute, that Accept could not
+// tell whether a connection waited (see acceptQueued), and made room as
+// if one did: a connection may have been closed for nobody.
+func (l *connLimiter) logCannotTellQueued(err error) {
+	l.mu.Lock()
+	logNow := l.cannotTellLog.due(time.Now())
+	l.mu.Unlock()
+	if logNow {
+		l.log(context.Background(), slog.LevelWarn, "health: out of file descriptors, and cannot tell whether a connection waits; making room as if one did", "err", err)
 	}
 }
 
@@ -326,15 +338,18 @@ func (l *connLimiter) countEviction() {
 	l.lastEviction.Store(now)
 }
 
-// floodLogDue reports whether the flood warning is due: at most once a
-// minute, because a line a client provokes must not let it write to the
-// agent's log at will. l.mu must be held.
-func (l *connLimiter) floodLogDue() bool {
-	now := time.Now()
-	if now.Sub(l.lastFloodLog) < time.Minute {
+// logGate lets a log line through at most once a minute. Clients can
+// provoke each of the limiter's lines, and must not write to the agent's
+// log at will. The limiter's l.mu guards its gates.
+type logGate struct{ last time.Time }
+
+// due reports whether the line may be written now, and if so starts the
+// next minute.
+func (g *logGate) due(now time.Time) bool {
+	if now.Sub(g.last) < time.Minute {
 		return false
 	}
-	l.lastFloodLog = now
+	g.last = now
 	return true
 }
 
