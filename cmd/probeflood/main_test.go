@@ -212,17 +212,18 @@ func TestCoresBusy(t *testing.T) {
 
 // The child processes' lines round-trip through their parsers.
 func TestResultLines(t *testing.T) {
-	sr := serverResult{goroutines: 293, rssKiB: 17920, shutdownMs: 12.5, cores: 0.671}
+	sr := serverResult{goroutines: 293, rssKiB: 17920, shutdownMs: 12.5, cores: 0.671, evictions: 3906.5}
 	line, ok := strings.CutPrefix(sr.String(), "result ")
 	require.True(t, ok)
 	got, err := parseServerResult(line)
 	require.NoError(t, err)
 	assert.Equal(t, sr, got)
-	got, err = parseServerResult("goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=-1.000")
+	assert.Equal(t, "17.5 MiB | 293 | 0.67 | 3906 | 12 ms", serverCells(got))
+	got, err = parseServerResult("goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0")
 	require.NoError(t, err)
 	assert.Equal(t, "n/a", formatCores(got.cores))
-	assert.Equal(t, "5.9 MiB | 5 | n/a | 0 ms", serverCells(got))
-	_, err = parseServerResult("goroutines=5 rss_kib=6000 shutdown_ms=0.4") // an old child
+	assert.Equal(t, "5.9 MiB | 5 | n/a | n/a | 0 ms", serverCells(got))
+	_, err = parseServerResult("goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=0.5") // an old child
 	assert.Error(t, err)
 
 	ar := attackResult{dials: 12345, seconds: 23.5, dialErrors: 2}

@@ -27,7 +27,7 @@ func runLoads(spec string, custom load, d time.Duration, addr, server string) er
 		target = "target: " + addr + " (started elsewhere)"
 	}
 	fmt.Printf("probeflood: %s; %d s of probes per load, a probe to each endpoint every %v, timeout %v\n\n", target, int(d.Seconds()), probeEvery, probeTimeout)
-	fmt.Println("| load | /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | attacker connects failed | kernel: accept queue overflows / SYN queue full (cookies, drops) | server peak RSS | server peak goroutines | server CPU (cores busy) | Serve returned after cancel | bar |")
+	fmt.Println("| load | /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | attacker connects failed | kernel: accept queue overflows / SYN queue full (cookies, drops) | server peak RSS | server peak goroutines | server CPU (cores busy) | server evictions/s | Serve returned after cancel | bar |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	failed := false
 	for _, l := range loads {
@@ -161,10 +161,14 @@ func probeCells(results map[string][]outcome, bar float64) (healthz, readyz, p50
 	return cells[0], cells[1], roundMs(q50), roundMs(q99), passed
 }
 
-// serverCells formats the server's peak RSS, peak goroutines, CPU and
-// shutdown time.
+// serverCells formats the server's peak RSS, peak goroutines, CPU,
+// evictions a second and shutdown time.
 func serverCells(r serverResult) string {
-	return fmt.Sprintf("%.1f MiB | %d | %s | %.0f ms", float64(r.rssKiB)/1024, r.goroutines, formatCores(r.cores), r.shutdownMs)
+	evictions := "n/a"
+	if r.evictions >= 0 {
+		evictions = fmt.Sprintf("%.0f", r.evictions)
+	}
+	return fmt.Sprintf("%.1f MiB | %d | %s | %s | %.0f ms", float64(r.rssKiB)/1024, r.goroutines, formatCores(r.cores), evictions, r.shutdownMs)
 }
 
 func runLoad(l load, d time.Duration, addr, server string) (row string, passed bool, err error) {

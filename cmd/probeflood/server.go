@@ -108,13 +108,16 @@ func runServer(args []string) error {
 
 	fmt.Printf("addr %s\n", ln.Addr())
 	var start, end cpuSample
+	var evictedStart, evictedEnd uint64
 	in := bufio.NewScanner(os.Stdin) // the parent closes it to stop us
 	for in.Scan() {
 		switch in.Text() {
 		case markStart:
 			start, err = sampleCPU()
+			evictedStart = srv.Status().Conns.Evicted
 		case markEnd:
 			end, err = sampleCPU()
+			evictedEnd = srv.Status().Conns.Evicted
 		case markSnapshot:
 			fmt.Println(takeSnapshot(srv))
 		case markRelease:
@@ -134,7 +137,11 @@ func runServer(args []string) error {
 	if serveErr != nil {
 		return serveErr
 	}
-	fmt.Println(serverResult{goroutines: peak.Load(), rssKiB: peakRSSKiB(), shutdownMs: float64(shutdown.Microseconds()) / 1000, cores: coresBusy(start, end)})
+	evictions := -1.0 // the plain server does not count them
+	if *serverKind == serverHealth && !start.wall.IsZero() && end.wall.After(start.wall) {
+		evictions = float64(evictedEnd-evictedStart) / end.wall.Sub(start.wall).Seconds()
+	}
+	fmt.Println(serverResult{goroutines: peak.Load(), rssKiB: peakRSSKiB(), shutdownMs: float64(shutdown.Microseconds()) / 1000, cores: coresBusy(start, end), evictions: evictions})
 	return nil
 }
 
@@ -178,16 +185,20 @@ type serverResult struct {
 	rssKiB     int64   // peak, VmHWM
 	shutdownMs float64 // from the cancel to the server's return
 	cores      float64 // CPU busy between the marks, in cores; negative when not measured
+	// evictions is how many connections a second Serve closed to make
+	// room between the marks (Status().Conns.Evicted), silent ones all;
+	// negative when not measured.
+	evictions float64
 }
 
 func (r serverResult) String() string {
-	return fmt.Sprintf("result goroutines=%d rss_kib=%d shutdown_ms=%.1f cpu_cores=%.3f", r.goroutines, r.rssKiB, r.shutdownMs, r.cores)
+	return fmt.Sprintf("result goroutines=%d rss_kib=%d shutdown_ms=%.1f cpu_cores=%.3f evictions_per_s=%.1f", r.goroutines, r.rssKiB, r.shutdownMs, r.cores, r.evictions)
 }
 
 // parseServerResult reads a result line, without its "result " prefix.
 func parseServerResult(s string) (serverResult, error) {
 	var r serverResult
-	if _, err := fmt.Sscanf(s, "goroutines=%d rss_kib=%d shutdown_ms=%f cpu_cores=%f", &r.goroutines, &r.rssKiB, &r.shutdownMs, &r.cores); err != nil {
+	if _, err := fmt.Sscanf(s, "goroutines=%d rss_kib=%d shutdown_ms=%f cpu_cores=%f evictions_per_s=%f", &r.goroutines, &r.rssKiB, &r.shutdownMs, &r.cores, &r.evictions); err != nil {
 		return r, fmt.Errorf("server result %q: %w", s, err)
 	}
 	return r, nil

@@ -92,7 +92,7 @@ func runSoak(d time.Duration, server, addr string) error {
 	}
 	healthz, readyz, p50, p99, passed := probeCells(results, soakBar)
 	fmt.Println()
-	fmt.Println("| /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | server peak RSS | server peak goroutines | server CPU (cores busy) | Serve returned after cancel | bar |")
+	fmt.Println("| /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | server peak RSS | server peak goroutines | server CPU (cores busy) | server evictions/s | Serve returned after cancel | bar |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	fmt.Printf("| %s | %s | %s | %s | %.0f | %s | %s |\n", healthz, readyz, p50, p99, ar.rate(), serverCells(res), barCell(soakBar, passed))
 	if !passed {
