@@ -105,6 +105,7 @@ type connLimiter struct {
 	held          int          // accepted, and their goroutines not yet ended
 	evicted       int          // of held, those closed by the limiter
 	waiting       connList     // of held, those with no request yet, oldest first
+	emptyWaiting  int          // of waiting, those admitted with nothing arrived
 	newest        *limitedConn // the connection admitted last
 	closing       bool         // Serve is shutting down: no connection is admitted
 	floodLog      logGate
@@ -192,10 +193,11 @@ func (l *connLimiter) route(nc net.Conn, fresh bool) net.Conn {
 		_ = nc.Close() // nothing to answer: it never takes a slot
 	case p == peekedComplete && l.short != nil && l.short.answer(l.calls, nc, l.peek, n):
 		// answered and closed
-	case p == peekedEmpty && fresh && l.crowded() && l.quarantine.hold(nc, l.calls.fd):
+	case p == peekedEmpty && fresh && l.crowded() && l.quarantine.hold(nc, l.calls.fd, l.quarantineRoom()):
 		// held until it speaks
 	default:
-		return l.admit(nc, p == peekedComplete)
+		l.quarantine.shrink(l.quarantineRoom() - 1) // the slots take one more
+		return l.admit(nc, p)
 	}
 	return nil
 }
@@ -229,9 +231,10 @@ func (l *connLimiter) makeRoom() error {
 	return net.ErrClosed
 }
 
-// admit counts a newly accepted connection.
-func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
+// admit counts a newly accepted connection, as p, what the peek found.
+func (l *connLimiter) admit(nc net.Conn, p peeked) net.Conn {
 	c := &limitedConn{Conn: nc, limiter: l}
+	complete := p == peekedComplete
 	l.mu.Lock()
 	l.held++
 	l.newest = c
@@ -241,6 +244,9 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 	} else {
 		c.state = slotWaiting
 		l.waiting.pushBack(c)
+		if c.empty = p == peekedEmpty; c.empty {
+			l.emptyWaiting++
+		}
 	}
 	closing := l.closing && !complete
 	if closing {
@@ -251,6 +257,24 @@ func (l *connLimiter) admit(nc net.Conn, complete bool) net.Conn {
 		_ = nc.Close()
 	}
 	return c
+}
+
+// stopWaiting takes c off the list of connections waiting for a request.
+// l.mu must be held.
+func (l *connLimiter) stopWaiting(c *limitedConn) {
+	l.waiting.remove(c)
+	if c.empty {
+		l.emptyWaiting--
+	}
+}
+
+// quarantineRoom is how many connections the quarantine may hold beside
+// the slots in use, within the descriptor budget they share (see
+// descriptorBudget).
+func (l *connLimiter) quarantineRoom() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return descriptorBudget(l.limit) - l.held
 }
 
 // logOutOfDescriptors says that accept failed for lack of descriptors, at
@@ -359,7 +383,7 @@ func (g *logGate) due(now time.Time) bool {
 // sockets. Closing returns once the descriptor is closed, which waits for
 // that goroutine to be scheduled, hence outside l.mu. l.mu must be held.
 func (l *connLimiter) evict(c *limitedConn) {
-	l.waiting.remove(c)
+	l.stopWaiting(c)
 	c.state = slotEvicted
 	l.evicted++
 }
@@ -384,7 +408,7 @@ func (l *connLimiter) trackState(nc net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateActive:
 		if c.state == slotWaiting {
-			l.waiting.remove(c)
+			l.stopWaiting(c)
 			c.state = slotActive
 		}
 	case http.StateClosed:
@@ -398,7 +422,7 @@ func (l *connLimiter) release(c *limitedConn) {
 	case slotReleased:
 		return
 	case slotWaiting:
-		l.waiting.remove(c)
+		l.stopWaiting(c)
 	case slotEvicted:
 		l.evicted--
 	}
@@ -453,6 +477,7 @@ type limitedConn struct {
 
 	// Guarded by limiter.mu.
 	state slotState
+	empty bool // admitted with nothing arrived, and waiting: see crowded
 	links[limitedConn]
 
 	// Used by the goroutine reading the connection only (net/http's reads

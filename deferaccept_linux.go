@@ -17,8 +17,11 @@ import (
 // silent clients made Serve close about ten times as many connections a
 // second as they do now, and a probe writing 20 ms late at a descriptor
 // limit of 128 was lost one time in ten (docs/load.md, load 12). A client
-// that writes is accepted the moment its bytes arrive, however long the
-// wait, so the wait slows no probe.
+// that writes within 15 s is accepted the moment its bytes arrive, so the
+// wait slows no probe. Later than that, a client whose TCP keepalive has
+// probed the waiting handshake (Go's dialer does at 15 s) has its bytes
+// dropped by the kernel until the wait ends; with the header timeout's
+// wait it would have been closed long before it wrote.
 const deferAcceptTimeout = 30 * time.Second
 
 // setDeferAccept sets TCP_DEFER_ACCEPT on a listening socket: Accept then

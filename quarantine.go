@@ -26,17 +26,20 @@ const quarantineLook = 5 * time.Millisecond
 // batch comes back full.
 const pollerBatch = 64
 
-// quarantineSize is the most connections a quarantine holds for a bound of
-// limit slots: twice the slots, so that a probe's late request outlasts a
-// few hundred silent arrivals at the default bound. Each costs a
-// descriptor and no goroutine; with the slots, Serve holds at most three
-// times its bound in descriptors (see Server.Serve).
-func quarantineSize(limit int) int { return 2 * limit }
+// descriptorBudget is how many connections Serve holds at once for a
+// bound of limit slots, in the slots and in quarantine together: three
+// times the slots, so that under a flood of silent connections a probe's
+// late request outlasts a few hundred silent arrivals at the default
+// bound. The quarantine may use whatever the slots do not (see
+// connLimiter.quarantineRoom): a connection held there costs a descriptor
+// and no goroutine, one moved to a slot to wait would cost a goroutine and
+// net/http's buffers, some 17 KiB, for a client that has sent nothing.
+func descriptorBudget(limit int) int { return 3 * limit }
 
 // A quarantine holds, without reading them and without a goroutine each,
 // the connections that arrive empty while the slots are under pressure
 // (see crowded), until their first bytes arrive or quarantineGrace passes.
-// Full, it lets go of the one held longest (see hold).
+// Full, it lets go of the one held longest (see shrink).
 //
 // On Linux such a connection exists only when the kernel has completed its
 // handshake without TCP_DEFER_ACCEPT's wait: a SYN cookie, once silent
@@ -75,7 +78,6 @@ type quarantine struct {
 	ln     net.Listener
 	tcp    *net.TCPListener // ln, when the poller exists: its Accept takes a deadline
 	poller *readinessPoller // nil where descriptors cannot be watched: nothing is held
-	size   int
 	grace  time.Duration
 	// countEviction counts a connection closed unspoken, as the limiter
 	// counts its evictions.
@@ -120,7 +122,7 @@ type heldList = list[heldConn, *heldConn]
 // Serve owns the listener it is given, and next sets and clears its
 // deadline as it needs.
 func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc) *quarantine {
-	q := &quarantine{ln: ln, size: quarantineSize(limit), grace: quarantineGrace, countEviction: countEviction, log: log}
+	q := &quarantine{ln: ln, grace: quarantineGrace, countEviction: countEviction, log: log}
 	tcp, ok := ln.(*net.TCPListener)
 	if !ok {
 		return q
@@ -139,31 +141,20 @@ func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc
 
 // hold takes nc, a connection that arrived empty, and reports whether it
 // holds it; it does not when it cannot (no poller, Serve stopping, no
-// descriptor to watch), and Accept admits nc to a slot instead. Full, it
-// makes room by letting go of the connection held longest (see settle):
-// if anything has arrived on it since Accept last looked, it is handed
-// on, for Accept's peek to decide; if not, it is closed unspoken. It is
-// not moved to a slot to wait on: there it would cost a goroutine and
-// net/http's buffers (some 17 KiB) for a client that has sent nothing,
-// and under the flood that filled the quarantine, the slots' own eviction
-// would close it within milliseconds anyway.
+// descriptor to watch, or room for no more than those that have spoken),
+// and Accept admits nc to a slot instead. room is how many connections it
+// may hold, nc included (see connLimiter.quarantineRoom); holding more, it
+// lets go of the one held longest (see shrink).
 //
 // fd is nc's descriptor, as the peek found it; -1 if it has none.
-func (q *quarantine) hold(nc net.Conn, fd int32) bool {
+func (q *quarantine) hold(nc net.Conn, fd int32, room int) bool {
 	if q.poller == nil || fd < 0 {
 		return false
 	}
 	q.mu.Lock()
-	if q.closed || q.failed {
+	if q.closed || q.failed || len(q.ready) >= room {
 		q.mu.Unlock()
 		return false
-	}
-	var oldest *heldConn
-	if q.silent.len+len(q.ready) >= q.size {
-		if oldest = q.silent.front(); oldest == nil {
-			q.mu.Unlock()
-			return false // all of them have spoken, and Accept hands those on first
-		}
 	}
 	q.lastID++
 	if err := q.poller.watch(fd, q.lastID); err != nil {
@@ -173,14 +164,30 @@ func (q *quarantine) hold(nc net.Conn, fd int32) bool {
 	c := &heldConn{nc: nc, id: q.lastID, deadline: time.Now().Add(q.grace)}
 	q.silent.pushBack(c)
 	q.byID[c.id] = c
-	if oldest != nil {
-		q.drop(oldest)
-	}
 	q.mu.Unlock()
-	if oldest != nil {
-		q.settle(oldest)
-	}
+	q.shrink(room)
 	return true
+}
+
+// shrink lets go of the connection held longest when the quarantine holds
+// more than room, as when it has held one more, or the slots have taken
+// one more of the descriptors they share with it: if anything has arrived
+// on it since Accept last looked, it is handed on, for Accept's peek to
+// decide; if not, it is closed unspoken (see settle). It is not moved to
+// a slot to wait on, which would cost a goroutine and buffers for a client
+// that has sent nothing. One at a time: each call follows one connection
+// held or admitted, so the two together stay within the budget, but for
+// one handed on and not yet admitted.
+func (q *quarantine) shrink(room int) {
+	q.mu.Lock()
+	oldest := q.silent.front()
+	if oldest == nil || q.silent.len+len(q.ready) <= room {
+		q.mu.Unlock()
+		return
+	}
+	q.drop(oldest)
+	q.mu.Unlock()
+	q.settle(oldest)
 }
 
 // next returns the connection Accept considers next: one held here that
@@ -342,8 +349,8 @@ func (q *quarantine) settle(c *heldConn) {
 // like an eviction, it is the server closing a silent client for want of
 // room, a flood's signature.
 func (q *quarantine) closeUnspoken(c *heldConn) {
+	q.countEviction() // first, so that a client that sees its close finds it counted
 	_ = c.nc.Close()
-	q.countEviction()
 }
 
 func (q *quarantine) isClosed() bool {
@@ -402,27 +409,31 @@ func (q *quarantine) release() {
 }
 
 // crowded reports whether the slots are under pressure, which is when an
-// empty newcomer goes to the quarantine rather than to a slot: when a
-// quarter of the slots already hold connections (counting those not yet
-// evicted), or when anything was evicted, or closed unspoken in
-// quarantine, within the last grace. A kubelet holds one connection at a
-// time, so a quarter of the slots taken is a crowd, whether it came to
-// stay or is a burst of connections whose requests lag their handshakes;
-// in quarantine each waits at the cost of a descriptor, in a slot at that
-// of a goroutine and net/http's buffers. Under a flood every new
-// admission evicts the oldest connection without a request, and the count
-// of slots in use swings as evicted clients reconnect: the recent
-// eviction says so when the count does not. Otherwise a connection
-// admitted empty waits for its request in a slot as it always has, with
-// the whole header timeout to send it, read by its own goroutine the
-// moment the bytes arrive. Both are this limiter's own: a flood on
-// another listener of the same Server leaves this one's newcomers alone,
-// as it leaves its slots.
+// empty newcomer goes to the quarantine rather than to a slot: when
+// admitting it would fill the slots to where Accept evicts (limit less
+// the reserve, counting connections not yet evicted), or when a quarter
+// of the slots already wait for a request that has not begun to arrive,
+// or when anything was evicted, or closed unspoken in quarantine, within
+// the last grace. Under a flood every new admission evicts the oldest
+// connection without a request, a bound's worth of them passes an empty
+// newcomer within milliseconds, and the count of slots in use swings
+// around the threshold as evicted clients reconnect: the recent eviction
+// says so when the count does not. A kubelet holds one connection at a
+// time, so a quarter of the slots held by empty connections is a crowd:
+// a burst of clients whose requests lag their handshakes, each of which
+// would cost a goroutine and net/http's buffers in a slot, and a
+// descriptor in quarantine. Otherwise a connection admitted empty waits
+// for its request in a slot as it always has, with the whole header
+// timeout to send it, read by its own goroutine the moment the bytes
+// arrive; slow clients that have begun their requests do not count, so
+// they cannot shorten a probe's wait to the quarantine's grace. Both are
+// this limiter's own: a flood on another listener of the same Server
+// leaves this one's newcomers alone, as it leaves its slots.
 func (l *connLimiter) crowded() bool {
 	if last := l.lastEviction.Load(); last != 0 && time.Duration(monotonicNow()-last) < l.quarantine.grace {
 		return true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.held-l.evicted >= l.limit/4
+	return l.held-l.evicted+1 >= l.limit-l.reserve || l.emptyWaiting >= max(1, l.limit/4)
 }

@@ -182,18 +182,19 @@ func TestQuarantineClosesAfterGrace(t *testing.T) {
 	assert.Empty(t, silent)
 }
 
-// TestQuarantineFullClosesTheOldest: the quarantine holds twice the
-// slots at most; full, it makes room for a newcomer by closing the
-// connection held longest, silent still, counted as evicted. It does not
-// move it to a slot, where it would cost a goroutine to wait on.
+// TestQuarantineFullClosesTheOldest: the quarantine holds the
+// descriptor budget at most, less the slots in use; full, it
+// makes room for a newcomer by closing the connection held longest,
+// silent still, counted as evicted. It does not move it to a slot, where
+// it would cost a goroutine to wait on.
 func TestQuarantineFullClosesTheOldest(t *testing.T) {
 	const limit = 8
 	r := newQuarantineRig(t, limit, time.Minute)
-	size := quarantineSize(limit)
-	require.Equal(t, 2*limit, size)
+	room := r.l.quarantineRoom()
+	require.Equal(t, 3*limit-int(r.live()), room)
 	held, evicted := r.live(), r.counters.evicted.Load()
 	var clients []net.Conn
-	for i := 0; i < size+2; i++ {
+	for i := 0; i < room+2; i++ {
 		clients = append(clients, r.dialEmpty())
 	}
 	silent, _ := r.held()
@@ -267,7 +268,7 @@ func TestQuarantineShutdown(t *testing.T) {
 	assert.Empty(t, silent)
 	assert.Zero(t, ready)
 	assert.Zero(t, r.counters.evicted.Load(), "closed by the shutdown, not for room")
-	assert.False(t, r.l.quarantine.hold(a, descriptorOf(t, a)), "nothing is held once closed")
+	assert.False(t, r.l.quarantine.hold(a, descriptorOf(t, a), roomForAll), "nothing is held once closed")
 }
 
 // TestQuarantineNotUnderPressure: below the eviction threshold an empty
@@ -401,9 +402,13 @@ func dialHeld(t *testing.T, ln net.Listener, q *quarantine) (client, held net.Co
 	t.Cleanup(func() { _ = client.Close() })
 	held, err = ln.Accept()
 	require.NoError(t, err)
-	require.True(t, q.hold(held, descriptorOf(t, held)), "held")
+	require.True(t, q.hold(held, descriptorOf(t, held), roomForAll), "held")
 	return client, held
 }
+
+// roomForAll is a quarantine's room when a test holds connections in it
+// directly, as many as it likes.
+const roomForAll = 1 << 20
 
 // descriptorOf returns the descriptor behind a connection.
 func descriptorOf(t *testing.T, nc net.Conn) int32 {
@@ -517,7 +522,6 @@ func TestQuarantineLookTakesEveryBatch(t *testing.T) {
 	l, ln, counters := newQuarantineLimiter(t, 20*time.Millisecond)
 	q := l.quarantine
 	const n = 2*pollerBatch + 1
-	q.size = n
 	var held []net.Conn
 	for range n {
 		client, nc := dialHeld(t, ln, q)
@@ -677,7 +681,7 @@ func TestQuarantineForgetsWhatItCloses(t *testing.T) {
 		}
 	}
 	require.NotNil(t, heldB, "no connection took descriptor %d", fdA)
-	require.True(t, q.hold(heldB, fdA))
+	require.True(t, q.hold(heldB, fdA, roomForAll))
 
 	_, err = clientA.Write([]byte{'x'}) // reaches A's socket, alive through the dup
 	require.NoError(t, err)
@@ -738,7 +742,8 @@ func TestQuarantineFullHandsOnTheOldestThatSpoke(t *testing.T) {
 		defer nc.Close()
 	}
 	var clients, held []net.Conn
-	for range q.size {
+	room := l.quarantineRoom()
+	for range room {
 		c, nc := dialHeld(t, ln, q)
 		clients, held = append(clients, c), append(held, nc)
 	}
@@ -754,9 +759,9 @@ func TestQuarantineFullHandsOnTheOldestThatSpoke(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, l.route(nc, true), "the newcomer, held")
 	silent, ready := heldIn(q)
-	assert.Len(t, silent, q.size)
+	assert.Len(t, silent, room)
 	assert.Equal(t, newcomer.LocalAddr().String(), silent[len(silent)-1], "the newcomer held in the oldest's place")
-	assert.Equal(t, 1, ready, "the oldest, to be handed on")
+	require.Equal(t, 1, ready, "the oldest, to be handed on")
 
 	next, fresh, err := q.next()
 	require.NoError(t, err)
@@ -767,35 +772,85 @@ func TestQuarantineFullHandsOnTheOldestThatSpoke(t *testing.T) {
 	defer got.Close()
 	assert.Equal(t, slotActive, got.(*limitedConn).state, "its request is complete: never evicted")
 	assert.Equal(t, accepted, counters.accepted.Load(), "neither counted again")
-	assert.Equal(t, evicted, counters.evicted.Load(), "nothing closed")
+	// Handed on, it took a slot beside a full quarantine: the next
+	// oldest, silent, is closed to keep the two within their budget.
+	assertClosedByServer(t, clients[1], "the next oldest")
+	assert.Equal(t, evicted+1, counters.evicted.Load())
+	silent, _ = heldIn(q)
+	assert.Len(t, silent, room-1)
+	assert.Equal(t, descriptorBudget(l.limit), len(silent)+int(counters.held.Load()), "within the budget")
 }
 
-// TestCrowded: an empty newcomer is held apart once a quarter of the
-// slots hold connections not evicted, or within a grace of an eviction,
-// and takes a slot otherwise.
+// TestCrowded: an empty newcomer is held apart when the slots near the
+// eviction threshold, when a quarter of them wait for requests that have
+// not begun (slow clients that have begun do not count), or within a
+// grace of an eviction; it takes a slot otherwise.
 func TestCrowded(t *testing.T) {
 	now := monotonicNow()
 	for _, tc := range []struct {
-		name                 string
-		limit, held, evicted int
-		lastEviction         int64
-		want                 bool
+		name                               string
+		limit, held, evicted, emptyWaiting int
+		lastEviction                       int64
+		want                               bool
 	}{
-		{"empty", 8, 0, 0, 0, false},
-		{"one short of a quarter", 8, 1, 0, 0, false},
-		{"a quarter", 8, 2, 0, 0, true},
-		{"a quarter, one of them evicted", 8, 2, 1, 0, false},
-		{"the default bound, one short", 256, 63, 0, 0, false},
-		{"the default bound, a quarter", 256, 64, 0, 0, true},
-		{"an eviction within the grace", 8, 0, 0, now - int64(quarantineGrace/2), true},
-		{"an eviction past the grace", 8, 0, 0, now - int64(2*quarantineGrace), false},
+		{"empty", 8, 0, 0, 0, 0, false},
+		{"one short of the threshold", 8, 5, 0, 0, 0, false},
+		{"at the threshold", 8, 6, 0, 0, 0, true},
+		{"at it, but for the evicted", 8, 7, 2, 0, 0, false},
+		{"the default bound, one short", 256, 222, 0, 0, 0, false},
+		{"the default bound, at the threshold", 256, 223, 0, 0, 0, true},
+		{"a quarter of the slots empty", 8, 2, 0, 2, 0, true},
+		{"one short of a quarter empty", 8, 2, 0, 1, 0, false},
+		{"a quarter of the slots slow, none empty", 8, 2, 0, 0, 0, false},
+		{"the default bound, a quarter empty", 256, 64, 0, 64, 0, true},
+		{"the default bound, one short", 256, 64, 0, 63, 0, false},
+		{"a bound of 2, one empty", 2, 1, 0, 1, 0, true},
+		{"a bound of 2, none", 2, 0, 0, 0, 0, false},
+		{"an eviction within the grace", 8, 0, 0, 0, now - int64(quarantineGrace/2), true},
+		{"an eviction past the grace", 8, 0, 0, 0, now - int64(2*quarantineGrace), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &connLimiter{limit: tc.limit, held: tc.held, evicted: tc.evicted, quarantine: &quarantine{grace: quarantineGrace}}
+			l := &connLimiter{limit: tc.limit, reserve: tc.limit / 8, held: tc.held, evicted: tc.evicted, emptyWaiting: tc.emptyWaiting, quarantine: &quarantine{grace: quarantineGrace}}
 			l.lastEviction.Store(tc.lastEviction)
 			assert.Equal(t, tc.want, l.crowded())
 		})
 	}
+}
+
+// TestQuarantineYieldsToTheSlots: the slots and the quarantine share one
+// descriptor budget. The quarantine fills what the slots leave; when a
+// slot is taken, it lets go of the connection it has held longest,
+// closed unspoken, so that the two together stay within the budget.
+func TestQuarantineYieldsToTheSlots(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, time.Minute)
+	q := l.quarantine
+	room := l.quarantineRoom()
+	require.Equal(t, descriptorBudget(l.limit), room, "no slot in use")
+	var clients []net.Conn
+	for range room {
+		c, _ := dialHeld(t, ln, q)
+		clients = append(clients, c)
+	}
+	evicted := counters.evicted.Load()
+
+	slow, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer slow.Close()
+	_, err = io.WriteString(slow, "GET /readyz HTTP/1.1\r\n") // begun, not complete
+	require.NoError(t, err)
+	nc, err := ln.Accept()
+	require.NoError(t, err)
+	eventually(t, func() bool { return spoke(nc) }, "the slow client's bytes arrived")
+	got := l.route(nc, true)
+	require.NotNil(t, got, "admitted to a slot")
+	defer got.Close()
+
+	assertClosedByServer(t, clients[0], "the oldest held")
+	assert.Equal(t, evicted+1, counters.evicted.Load())
+	silent, ready := heldIn(q)
+	assert.Len(t, silent, room-1)
+	assert.Zero(t, ready)
+	assert.Equal(t, descriptorBudget(l.limit), len(silent)+int(counters.held.Load()), "within the budget")
 }
 
 // TestCrowdedIsPerListener serves one Server on two listeners and floods
@@ -890,4 +945,29 @@ func highestDescriptor(t *testing.T) int {
 		}
 	}
 	return highest
+}
+
+// TestQuarantineSettleWhileStopping: a held connection that has spoken,
+// let go of just as Serve stops, is closed rather than handed on: the
+// quarantine has been released, and nothing would hand it on or close it
+// later. It counts as nothing: Serve is stopping, not making room.
+func TestQuarantineSettleWhileStopping(t *testing.T) {
+	l, ln, counters := newQuarantineLimiter(t, time.Minute)
+	q := l.quarantine
+	client, held := dialHeld(t, ln, q)
+	_, err := io.WriteString(client, healthzRequest)
+	require.NoError(t, err)
+	eventually(t, func() bool { return spoke(held) }, "its request arrived")
+
+	q.mu.Lock()
+	c := q.silent.front()
+	q.drop(c) // as shrink and closeOldest do, before they settle
+	q.mu.Unlock()
+	q.close()
+	q.settle(c)
+
+	assertClosedByServer(t, client)
+	_, ready := heldIn(q)
+	assert.Zero(t, ready, "nothing handed on")
+	assert.Zero(t, counters.evicted.Load())
 }
