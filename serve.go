@@ -125,11 +125,11 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 //
 // On Linux, a connection the kernel hands over empty all the same (a SYN
 // cookie, once silent clients fill its queue) is held apart under
-// pressure (a quarter of the slots in use, or a recent eviction), without
-// a goroutine, until it speaks, for about 100 ms (see quarantine): up to
-// twice the bound more descriptors while a flood lasts, so that one Serve
-// call holds at most three times its bound in all, three quarters of the
-// soft limit. That is per call: Serve on n listeners may hold n times as
+// pressure (the slots near full, a quarter of them waiting for requests
+// not begun, or a recent eviction), without a goroutine, until it speaks,
+// for about 100 ms (see quarantine), in the descriptors the slots leave:
+// one Serve call holds at most three times its bound in all, three
+// quarters of the soft limit. That is per call: Serve on n listeners may hold n times as
 // much, so an agent that serves more than one needs a soft limit of at
 // least 1024 per listener to keep a quarter for itself. Only a ln that
 // is a *net.TCPListener itself, as Listen's is, gets this hold: a
