@@ -426,3 +426,74 @@ func TestStatusAddsUpOverServeCalls(t *testing.T) {
 	require.NoError(t, stop4())
 	assert.Equal(t, ConnStatus{Accepted: 3}, s.Status().Conns)
 }
+
+// TestEmptyWaitingFollowsTheSlots: the count of slots waiting for a
+// request that had not begun when they were admitted (which decides
+// crowded) follows every way a connection enters and leaves the waiting
+// list, once each: admitted empty, begun or complete; its request read,
+// twice; evicted; its goroutine ending, twice; shutdown; admitted while
+// closing. A count that drifted up would hold every empty newcomer apart
+// for good, one that drifted down never.
+func TestEmptyWaitingFollowsTheSlots(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newConnLimiter(ln, 8, &connCounters{}, discardLogger().Log)
+	defer l.Close()
+	admit := func(p peeked) *limitedConn {
+		a, b := net.Pipe()
+		t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+		return l.admit(a, p).(*limitedConn)
+	}
+	check := func(want int, step string) {
+		t.Helper()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		empty := 0
+		for c := l.waiting.front(); c != nil; c = c.next {
+			if c.empty {
+				empty++
+			}
+		}
+		assert.Equal(t, want, l.emptyWaiting, step)
+		assert.Equal(t, empty, l.emptyWaiting, "%s: the count and the list agree", step)
+	}
+	evictOldest := func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		require.NotNil(t, l.evictOldest(true))
+	}
+
+	a := admit(peekedEmpty)
+	check(1, "admitted empty")
+	admit(peekedIncomplete)
+	check(1, "admitted with its request begun")
+	admit(peekedComplete)
+	check(1, "admitted complete")
+	l.trackState(a, http.StateActive)
+	check(0, "its request read")
+	l.trackState(a, http.StateActive)
+	check(0, "read again")
+
+	e := admit(peekedEmpty)
+	check(1, "another admitted empty")
+	evictOldest() // b, the oldest waiting
+	check(1, "the begun one evicted")
+	evictOldest() // e
+	check(0, "the empty one evicted")
+	l.trackState(e, http.StateClosed)
+	l.trackState(e, http.StateClosed)
+	check(0, "its goroutine ended, reported twice")
+
+	f := admit(peekedEmpty)
+	check(1, "admitted empty")
+	l.trackState(f, http.StateClosed)
+	check(0, "its goroutine ended while it waited")
+
+	admit(peekedEmpty)
+	admit(peekedEmpty)
+	check(2, "two admitted empty")
+	l.shutdown()
+	check(0, "shut down")
+	admit(peekedEmpty)
+	check(0, "admitted while closing")
+}

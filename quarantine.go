@@ -43,9 +43,9 @@ func descriptorBudget(limit int) int { return 3 * limit }
 //
 // On Linux such a connection exists only when the kernel has completed its
 // handshake without TCP_DEFER_ACCEPT's wait: a SYN cookie, once silent
-// clients fill the SYN queue, or a deferral run out (deferAcceptTimeout). A probe whose request
-// comes a few tens of milliseconds after its handshake (a busy kubelet) is
-// then accepted empty. Admitted into the slots at once, it would wait in
+// clients fill the SYN queue, or a deferral run out (deferAcceptTimeout).
+// A probe whose request comes a few tens of milliseconds after its
+// handshake (a busy kubelet) is then accepted empty. Admitted into the slots at once, it would wait in
 // the limiter's list, and a flood's reconnecting clients would push a
 // bound's worth of newer admissions past it within milliseconds: it would
 // be evicted before it speaks. Held here instead, it is admitted once its
@@ -141,10 +141,10 @@ func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc
 
 // hold takes nc, a connection that arrived empty, and reports whether it
 // holds it; it does not when it cannot (no poller, Serve stopping, no
-// descriptor to watch, or room for no more than those that have spoken),
-// and Accept admits nc to a slot instead. room is how many connections it
-// may hold, nc included (see connLimiter.quarantineRoom); holding more, it
-// lets go of the one held longest (see shrink).
+// descriptor to watch), and Accept admits nc to a slot instead. room is
+// how many connections it may hold, nc included (see
+// connLimiter.quarantineRoom); holding more, it lets go of the one held
+// longest (see shrink).
 //
 // fd is nc's descriptor, as the peek found it; -1 if it has none.
 func (q *quarantine) hold(nc net.Conn, fd int32, room int) bool {
@@ -152,7 +152,7 @@ func (q *quarantine) hold(nc net.Conn, fd int32, room int) bool {
 		return false
 	}
 	q.mu.Lock()
-	if q.closed || q.failed || len(q.ready) >= room {
+	if q.closed || q.failed {
 		q.mu.Unlock()
 		return false
 	}
@@ -328,20 +328,21 @@ func (q *quarantine) drop(c *heldConn) {
 // settle decides a silent connection dropped before its grace ran out, to
 // free its descriptor: one on which anything has arrived (bytes, a FIN, a
 // reset) since Accept last looked is handed on, for Accept's peek to
-// decide, and only one still empty is closed unspoken.
+// decide, and only one still empty is closed unspoken. Once Serve is
+// stopping, either is just closed.
 func (q *quarantine) settle(c *heldConn) {
-	if !spoke(c.nc) {
-		q.closeUnspoken(c)
-		return
-	}
+	spoken := spoke(c.nc)
 	q.mu.Lock()
 	stopping := q.closed || q.failed // release has run, or is about to, without it
-	if !stopping {
+	if spoken && !stopping {
 		q.ready = append(q.ready, c)
 	}
 	q.mu.Unlock()
-	if stopping {
-		_ = c.nc.Close()
+	switch {
+	case stopping:
+		_ = c.nc.Close() // Serve stopping, not making room: counted as nothing
+	case !spoken:
+		q.closeUnspoken(c)
 	}
 }
 
@@ -425,8 +426,8 @@ func (q *quarantine) release() {
 // descriptor in quarantine. Otherwise a connection admitted empty waits
 // for its request in a slot as it always has, with the whole header
 // timeout to send it, read by its own goroutine the moment the bytes
-// arrive; slow clients that have begun their requests do not count, so
-// they cannot shorten a probe's wait to the quarantine's grace. Both are
+// arrive; slow clients that had begun their requests when admitted do not
+// count, so they cannot shorten a probe's wait to the quarantine's grace. Both are
 // this limiter's own: a flood on another listener of the same Server
 // leaves this one's newcomers alone, as it leaves its slots.
 func (l *connLimiter) crowded() bool {

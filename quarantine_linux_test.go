@@ -298,8 +298,8 @@ func TestQuarantineNotUnderPressure(t *testing.T) {
 // waiting connection several times a millisecond. A probe that writes its
 // request 20 ms after its handshake is accepted empty; admitted to a slot,
 // it would be among the first evicted. Held in quarantine, it is answered.
-// The idle clients beside the churn stay within the quarantine's size:
-// more silent arrivals than it holds within a probe's delay would close
+// The idle clients beside the churn stay within what the quarantine can
+// hold: more silent arrivals than that within a probe's delay would close
 // the probe too (docs/load.md, at a descriptor limit of 128).
 func TestLateProbeSurvivesEmptyAccepts(t *testing.T) {
 	floodTest(t)
@@ -947,27 +947,39 @@ func highestDescriptor(t *testing.T) int {
 	return highest
 }
 
-// TestQuarantineSettleWhileStopping: a held connection that has spoken,
-// let go of just as Serve stops, is closed rather than handed on: the
-// quarantine has been released, and nothing would hand it on or close it
-// later. It counts as nothing: Serve is stopping, not making room.
+// TestQuarantineSettleWhileStopping: a held connection let go of just as
+// Serve stops is closed, whether it has spoken or not: the quarantine has
+// been released, and nothing would hand it on or close it later. It
+// counts as nothing: Serve is stopping, not making room.
 func TestQuarantineSettleWhileStopping(t *testing.T) {
-	l, ln, counters := newQuarantineLimiter(t, time.Minute)
-	q := l.quarantine
-	client, held := dialHeld(t, ln, q)
-	_, err := io.WriteString(client, healthzRequest)
-	require.NoError(t, err)
-	eventually(t, func() bool { return spoke(held) }, "its request arrived")
+	for _, tc := range []struct {
+		name  string
+		spoke bool
+	}{
+		{"spoken", true},
+		{"silent", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, ln, counters := newQuarantineLimiter(t, time.Minute)
+			q := l.quarantine
+			client, held := dialHeld(t, ln, q)
+			if tc.spoke {
+				_, err := io.WriteString(client, healthzRequest)
+				require.NoError(t, err)
+				eventually(t, func() bool { return spoke(held) }, "its request arrived")
+			}
 
-	q.mu.Lock()
-	c := q.silent.front()
-	q.drop(c) // as shrink and closeOldest do, before they settle
-	q.mu.Unlock()
-	q.close()
-	q.settle(c)
+			q.mu.Lock()
+			c := q.silent.front()
+			q.drop(c) // as shrink and closeOldest do, before they settle
+			q.mu.Unlock()
+			q.close()
+			q.settle(c)
 
-	assertClosedByServer(t, client)
-	_, ready := heldIn(q)
-	assert.Zero(t, ready, "nothing handed on")
-	assert.Zero(t, counters.evicted.Load())
+			assertClosedByServer(t, client)
+			_, ready := heldIn(q)
+			assert.Zero(t, ready, "nothing handed on")
+			assert.Zero(t, counters.evicted.Load(), "nothing counted")
+		})
+	}
 }

@@ -128,13 +128,14 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // pressure (the slots near full, a quarter of them waiting for requests
 // not begun, or a recent eviction), without a goroutine, until it speaks,
 // for about 100 ms (see quarantine), in the descriptors the slots leave:
-// one Serve call holds at most three times its bound in all, three
-// quarters of the soft limit. That is per call: Serve on n listeners may hold n times as
-// much, so an agent that serves more than one needs a soft limit of at
-// least 1024 per listener to keep a quarter for itself. Only a ln that
-// is a *net.TCPListener itself, as Listen's is, gets this hold: a
-// wrapper's Accept may block, and the held connections that have spoken
-// would wait with it, so behind a wrapper they take slots at once.
+// one Serve call holds at most three times its bound in all (and for a
+// moment one more, being handed on), three quarters of the soft limit.
+// That is per call: Serve on n listeners may hold n times as much, so an
+// agent that serves more than one needs a soft limit of at least 1024 per
+// listener to keep a quarter for itself. Only a ln that is a
+// *net.TCPListener itself, as Listen's is, gets this hold: a wrapper's
+// Accept may block, and the held connections that have spoken would wait
+// with it, so behind a wrapper they take slots at once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {

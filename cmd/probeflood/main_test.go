@@ -288,3 +288,10 @@ func TestSoakBounds(t *testing.T) {
 	assert.ErrorContains(t, runSoak(2*time.Hour, serverHealth, ""), "at most 1h0m0s")
 	assert.ErrorContains(t, runSoak(time.Minute, serverHealth, "127.0.0.1:9101"), "leave -addr out")
 }
+
+// A table's delimiter row has a cell for each column of its header, or
+// markdown does not draw the table.
+func TestTableHead(t *testing.T) {
+	assert.Equal(t, "| a | b c |\n|---|---|", tableHead("a", "b c"))
+	assert.Equal(t, "| a |\n|---|", tableHead("a"))
+}

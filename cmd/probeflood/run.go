@@ -27,8 +27,7 @@ func runLoads(spec string, custom load, d time.Duration, addr, server string) er
 		target = "target: " + addr + " (started elsewhere)"
 	}
 	fmt.Printf("probeflood: %s; %d s of probes per load, a probe to each endpoint every %v, timeout %v\n\n", target, int(d.Seconds()), probeEvery, probeTimeout)
-	fmt.Println("| load | /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | attacker connects failed | kernel: accept queue overflows / SYN queue full (cookies, drops) | server peak RSS | server peak goroutines | server CPU (cores busy) | server evictions/s | Serve returned after cancel | bar |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println(tableHead("load", "/healthz ok", "/readyz ok", "p50", "p99", "attacker connects/s", "attacker connects failed", "kernel: accept queue overflows / SYN queue full (cookies, drops)", "server peak RSS", "server peak goroutines", "server CPU (cores busy)", "server evictions/s", "Serve returned after cancel", "bar"))
 	failed := false
 	for _, l := range loads {
 		row, passed, err := runLoad(l, d, addr, server)
@@ -159,6 +158,12 @@ func probeCells(results map[string][]outcome, bar float64) (healthz, readyz, p50
 	}
 	_, q50, q99 := summary(all)
 	return cells[0], cells[1], roundMs(q50), roundMs(q99), passed
+}
+
+// tableHead returns a markdown table's header row and the delimiter row
+// beneath it, which must have as many cells, or the table is not drawn.
+func tableHead(columns ...string) string {
+	return "| " + strings.Join(columns, " | ") + " |\n|" + strings.Repeat("---|", len(columns))
 }
 
 // serverCells formats the server's peak RSS, peak goroutines, CPU,

@@ -77,8 +77,7 @@ func runSoak(d time.Duration, server, addr string) error {
 		return err
 	}
 
-	fmt.Println("| server, now | RSS (VmRSS) | of which anonymous (RssAnon) | live heap | goroutines | open descriptors | connections held |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println(tableHead("server, now", "RSS (VmRSS)", "of which anonymous (RssAnon)", "live heap", "goroutines", "open descriptors", "connections held"))
 	for _, p := range []struct {
 		name string
 		s    snapshot
@@ -92,8 +91,7 @@ func runSoak(d time.Duration, server, addr string) error {
 	}
 	healthz, readyz, p50, p99, passed := probeCells(results, soakBar)
 	fmt.Println()
-	fmt.Println("| /healthz ok | /readyz ok | p50 | p99 | attacker connects/s | server peak RSS | server peak goroutines | server CPU (cores busy) | server evictions/s | Serve returned after cancel | bar |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println(tableHead("/healthz ok", "/readyz ok", "p50", "p99", "attacker connects/s", "server peak RSS", "server peak goroutines", "server CPU (cores busy)", "server evictions/s", "Serve returned after cancel", "bar"))
 	fmt.Printf("| %s | %s | %s | %s | %.0f | %s | %s |\n", healthz, readyz, p50, p99, ar.rate(), serverCells(res), barCell(soakBar, passed))
 	if !passed {
 		return errors.New("the soak fell below its bar")
