@@ -196,7 +196,6 @@ func (l *connLimiter) route(nc net.Conn, fresh bool) net.Conn {
 	case p == peekedEmpty && fresh && l.crowded() && l.quarantine.hold(nc, l.calls.fd, l.quarantineRoom()):
 		// held until it speaks
 	default:
-		l.quarantine.shrink(l.quarantineRoom() - 1) // the slots take one more
 		return l.admit(nc, p)
 	}
 	return nil
@@ -231,7 +230,9 @@ func (l *connLimiter) makeRoom() error {
 	return net.ErrClosed
 }
 
-// admit counts a newly accepted connection, as p, what the peek found.
+// admit counts a newly accepted connection, as p, what the peek found,
+// then has the quarantine give back a descriptor if the slots have now
+// taken one of its share (see descriptorBudget).
 func (l *connLimiter) admit(nc net.Conn, p peeked) net.Conn {
 	c := &limitedConn{Conn: nc, limiter: l}
 	complete := p == peekedComplete
@@ -252,10 +253,12 @@ func (l *connLimiter) admit(nc net.Conn, p peeked) net.Conn {
 	if closing {
 		l.evict(c) // nothing to answer, and it would hold Shutdown
 	}
+	room := descriptorBudget(l.limit) - l.held
 	l.mu.Unlock()
 	if closing {
 		_ = nc.Close()
 	}
+	l.quarantine.shrink(room)
 	return c
 }
 
@@ -310,7 +313,7 @@ func (l *connLimiter) logCannotTellQueued(err error) {
 // holds nothing at all is the shortage the rest of the process's, and then
 // it waits descriptorRetry.
 func (l *connLimiter) outOfDescriptors() {
-	if l.quarantine.closeOldest() {
+	if l.quarantine.shrink(0) {
 		return
 	}
 	l.mu.Lock()

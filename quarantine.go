@@ -45,10 +45,10 @@ func descriptorBudget(limit int) int { return 3 * limit }
 // handshake without TCP_DEFER_ACCEPT's wait: a SYN cookie, once silent
 // clients fill the SYN queue, or a deferral run out (deferAcceptTimeout).
 // A probe whose request comes a few tens of milliseconds after its
-// handshake (a busy kubelet) is then accepted empty. Admitted into the slots at once, it would wait in
-// the limiter's list, and a flood's reconnecting clients would push a
-// bound's worth of newer admissions past it within milliseconds: it would
-// be evicted before it speaks. Held here instead, it is admitted once its
+// handshake (a busy kubelet) is then accepted empty. Admitted into the
+// slots at once, it would wait in the limiter's list, and a flood's
+// reconnecting clients would push a bound's worth of newer admissions
+// past it within milliseconds: it would be evicted before it speaks. Held here instead, it is admitted once its
 // request has arrived, as one that is being answered and that no
 // eviction touches. Silent clients held here cost no slot and no
 // goroutine; they are closed when their grace runs out with nothing
@@ -177,17 +177,20 @@ func (q *quarantine) hold(nc net.Conn, fd int32, room int) bool {
 // a slot to wait on, which would cost a goroutine and buffers for a client
 // that has sent nothing. One at a time: each call follows one connection
 // held or admitted, so the two together stay within the budget, but for
-// one handed on and not yet admitted.
-func (q *quarantine) shrink(room int) {
+// one handed on and not yet admitted. It reports whether it let one go:
+// shrink(0) does whenever anything silent is held, which makes it the
+// first descriptor to give back when accept runs out of them.
+func (q *quarantine) shrink(room int) bool {
 	q.mu.Lock()
 	oldest := q.silent.front()
 	if oldest == nil || q.silent.len+len(q.ready) <= room {
 		q.mu.Unlock()
-		return
+		return false
 	}
 	q.drop(oldest)
 	q.mu.Unlock()
 	q.settle(oldest)
+	return true
 }
 
 // next returns the connection Accept considers next: one held here that
@@ -291,25 +294,6 @@ func (q *quarantine) expire(now time.Time) {
 		q.closeUnspoken(c)
 		expired[i] = nil
 	}
-}
-
-// closeOldest lets go of the silent connection held longest, if any, and
-// reports whether it did: the first descriptor to give back when accept
-// runs out of them. It closes the connection only if it is still empty
-// (see settle); one that has spoken is handed on instead, and Accept
-// admits it next.
-func (q *quarantine) closeOldest() bool {
-	q.mu.Lock()
-	c := q.silent.front()
-	if c != nil {
-		q.drop(c)
-	}
-	q.mu.Unlock()
-	if c == nil {
-		return false
-	}
-	q.settle(c)
-	return true
 }
 
 // drop stops holding a silent connection. It stays in the poller's set,

@@ -581,11 +581,11 @@ func TestQuarantineHandsOnWithinALook(t *testing.T) {
 	}
 }
 
-// TestQuarantineCloseOldestSparesWhatSpoke: out of descriptors, Accept
+// TestQuarantineShrinkSparesWhatSpoke: out of descriptors, Accept
 // has the quarantine give back the one held longest before its grace has
 // run out. One whose request arrived since Accept last looked is handed on,
 // not closed; only a silent one is closed, and counted as evicted.
-func TestQuarantineCloseOldestSparesWhatSpoke(t *testing.T) {
+func TestQuarantineShrinkSparesWhatSpoke(t *testing.T) {
 	l, ln, counters := newQuarantineLimiter(t, time.Minute)
 	q := l.quarantine
 	spoken, heldSpoken := dialHeld(t, ln, q)
@@ -594,16 +594,16 @@ func TestQuarantineCloseOldestSparesWhatSpoke(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, func() bool { return spoke(heldSpoken) }, "the request in the receive queue")
 
-	require.True(t, q.closeOldest())
+	require.True(t, q.shrink(0))
 	assert.Zero(t, counters.evicted.Load(), "the one that spoke is not closed")
 	silent, ready := heldIn(q)
 	assert.Equal(t, []string{silentClient.LocalAddr().String()}, silent)
 	assert.Equal(t, 1, ready, "handed on")
 
-	require.True(t, q.closeOldest())
+	require.True(t, q.shrink(0))
 	assert.EqualValues(t, 1, counters.evicted.Load(), "the silent one closed")
 	assertClosedByServer(t, silentClient)
-	assert.False(t, q.closeOldest(), "nothing silent left")
+	assert.False(t, q.shrink(0), "nothing silent left")
 }
 
 // TestQuarantineLooksOnlyWhileHolding: while a connection is held, the
@@ -971,7 +971,7 @@ func TestQuarantineSettleWhileStopping(t *testing.T) {
 
 			q.mu.Lock()
 			c := q.silent.front()
-			q.drop(c) // as shrink and closeOldest do, before they settle
+			q.drop(c) // as shrink does, before it settles
 			q.mu.Unlock()
 			q.close()
 			q.settle(c)
