@@ -144,7 +144,7 @@ func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc
 // descriptor to watch), and Accept admits nc to a slot instead. room is
 // how many connections it may hold, nc included (see
 // connLimiter.quarantineRoom); holding more, it lets go of the one held
-// longest (see shrink).
+// longest (see shrink), before anyone can see it hold more.
 //
 // fd is nc's descriptor, as the peek found it; -1 if it has none.
 func (q *quarantine) hold(nc net.Conn, fd int32, room int) bool {
@@ -164,33 +164,48 @@ func (q *quarantine) hold(nc net.Conn, fd int32, room int) bool {
 	c := &heldConn{nc: nc, id: q.lastID, deadline: time.Now().Add(q.grace)}
 	q.silent.pushBack(c)
 	q.byID[c.id] = c
+	over := q.overflow(room)
 	q.mu.Unlock()
-	q.shrink(room)
+	if over != nil {
+		q.settle(over)
+	}
 	return true
 }
 
 // shrink lets go of the connection held longest when the quarantine holds
-// more than room, as when it has held one more, or the slots have taken
-// one more of the descriptors they share with it: if anything has arrived
-// on it since Accept last looked, it is handed on, for Accept's peek to
-// decide; if not, it is closed unspoken (see settle). It is not moved to
-// a slot to wait on, which would cost a goroutine and buffers for a client
-// that has sent nothing. One at a time: each call follows one connection
-// held or admitted, so the two together stay within the budget, but for
-// one handed on and not yet admitted. It reports whether it let one go:
+// more than room, as when the slots have taken one more of the descriptors
+// they share with it (hold does the same for a newcomer, under its own
+// lock; see overflow): if anything has arrived on it since Accept last
+// looked, it is handed on, for Accept's peek to decide; if not, it is
+// closed unspoken (see settle). It is not moved to a slot to wait on,
+// which would cost a goroutine and buffers for a client that has sent
+// nothing. One at a time: each call follows one connection held or
+// admitted, so the two together stay within the budget, but for one
+// handed on and not yet admitted. It reports whether it let one go:
 // shrink(0) does whenever anything silent is held, which makes it the
 // first descriptor to give back when accept runs out of them.
 func (q *quarantine) shrink(room int) bool {
 	q.mu.Lock()
-	oldest := q.silent.front()
-	if oldest == nil || q.silent.len+len(q.ready) <= room {
-		q.mu.Unlock()
+	over := q.overflow(room)
+	q.mu.Unlock()
+	if over == nil {
 		return false
 	}
-	q.drop(oldest)
-	q.mu.Unlock()
-	q.settle(oldest)
+	q.settle(over)
 	return true
+}
+
+// overflow drops the connection held longest and returns it, for settle,
+// when the quarantine holds more than room; nil when it does not. hold
+// calls it under the lock that adds the newcomer, so that no one ever sees
+// the quarantine hold more than room. q.mu must be held.
+func (q *quarantine) overflow(room int) *heldConn {
+	oldest := q.silent.front()
+	if oldest == nil || q.silent.len+len(q.ready) <= room {
+		return nil
+	}
+	q.drop(oldest)
+	return oldest
 }
 
 // next returns the connection Accept considers next: one held here that
