@@ -15,12 +15,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-// newPolledServer is a server with every latch set and a 1 ms check
-// period, so that a test sees many polls.
+// newPolledServer is a server with every latch set and a check period
+// short enough that a test sees many polls, and long enough that a check
+// is not stalled (three periods, 75 ms) only because a loaded CI machine
+// paused the poller: a stall would log lines and count stalls these tests
+// count. With 1 ms, a 3 ms pause did that.
 func newPolledServer(t *testing.T) (*Server, *logBuffer) {
 	t.Helper()
 	s, logs := newTestServer(t)
-	s.checkPeriod = time.Millisecond
+	s.checkPeriod = 25 * time.Millisecond
 	setLatches(s)
 	return s, logs
 }
@@ -212,7 +215,7 @@ func TestDataPlaneCheck(t *testing.T) {
 		waitCalls(t, calls, 3)
 		assert.NoError(t, s.Ready())
 		cancel()
-		assert.Equal(t, 1, logs.count(`level=ERROR msg="health: data-plane check stalled" after=3ms`))
+		assert.Equal(t, 1, logs.count(`level=ERROR msg="health: data-plane check stalled" after=75ms`))
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check recovered"`))
 	})
 

@@ -26,6 +26,20 @@ func newReadyServer(t *testing.T) (*Server, *logBuffer) {
 	return s, logs
 }
 
+// waitUnresponsive waits until s reports a subsystem unresponsive, woken
+// by each change as Changed's doc shows, so that a deadline that passed
+// before the wait began is not waited for in vain.
+func waitUnresponsive(t *testing.T, s *Server, what string) {
+	t.Helper()
+	for {
+		ch := s.Changed()
+		if errors.Is(s.Ready(), ErrSubsystemUnresponsive) {
+			return
+		}
+		waitClosed(t, ch, 10*time.Second, what)
+	}
+}
+
 // waitClosed waits for ch, Changed's channel, and returns when it saw it
 // closed.
 func waitClosed(t *testing.T, ch <-chan struct{}, within time.Duration, what string) time.Time {
@@ -192,17 +206,16 @@ func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
 // before it returns; each deadline passed is logged once, each recovery
 // once, and nothing is logged per Beat.
 func TestWatchdogRecovers(t *testing.T) {
-	const timeout = 50 * time.Millisecond
+	// Long enough that no second deadline passes while a round checks its
+	// counts after the recovering Beats, on a slow machine.
+	const timeout = 250 * time.Millisecond
 	s, logs := newReadyServer(t)
 	w := s.Watch("reconcile", timeout)
 	defer w.Stop()
 
 	for round := 1; round <= 2; round++ {
 		w.Beat()
-		require.NoError(t, s.Ready())
-		ch := s.Changed()
-		waitClosed(t, ch, 5*time.Second, "the deadline")
-		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+		waitUnresponsive(t, s, "the deadline")
 		assert.False(t, timerArmed(s), "nothing left to fire: the line cannot repeat")
 
 		w.Beat()
@@ -210,7 +223,7 @@ func TestWatchdogRecovers(t *testing.T) {
 		for i := 0; i < 100; i++ {
 			w.Beat()
 		}
-		assert.Equal(t, round, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms`))
+		assert.Equal(t, round, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=250ms`))
 		assert.Equal(t, round, logs.count(`level=INFO msg="health: subsystem responsive again" subsystem=reconcile`))
 		assert.Equal(t, uint64(round), s.Status().Watchdogs[0].Timeouts)
 	}
@@ -327,8 +340,7 @@ func TestWatchdogStatus(t *testing.T) {
 	third.Beat()
 	after := time.Now()
 	second.Beat()
-	ch := s.Changed()
-	waitClosed(t, ch, 5*time.Second, "the second's deadline")
+	waitUnresponsive(t, s, "the second's deadline")
 	st := s.Status().Watchdogs
 	require.Len(t, st, 3)
 	for i, want := range []struct {
@@ -366,10 +378,12 @@ func TestWatchdogTotalsNeverFall(t *testing.T) {
 	for range 10 {
 		steady.Beat()
 	}
+	// Both of flaky's beats come before its deadline: beaten after it, it
+	// would be armed again, and a second timeout could pass during the
+	// checks below on a slow machine.
 	flaky.Beat()
-	ch := s.Changed()
-	waitClosed(t, ch, 5*time.Second, "the flaky worker's deadline")
 	flaky.Beat()
+	waitUnresponsive(t, s, "the flaky worker's deadline")
 
 	var last WatchdogTotals
 	check := func(what string) {

@@ -130,6 +130,16 @@ func (d *demo) eventuallyAnswers(t *testing.T, status int, body string) {
 	}, 10*time.Second, 10*time.Millisecond, "readyz %d %q", status, body)
 }
 
+// eventuallyLogs waits for line in the demo's log: the package writes a
+// line after it publishes the change the line reports, so a probe may see
+// the change first.
+func (d *demo) eventuallyLogs(t *testing.T, line string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return strings.Contains(d.stderr.String(), line)
+	}, 10*time.Second, time.Millisecond, "log line %q", line)
+}
+
 // stop cancels the demo, as SIGINT would, and closes its input, which ends
 // its reader (a terminal's would end with the process).
 func (d *demo) stop(t *testing.T) {
@@ -241,12 +251,12 @@ func TestDemoHungLoop(t *testing.T) {
 	d.send(t, "status")
 	assert.Equal(t, `status: not ready: subsystem unresponsive: "reconcile" (no beat within 200ms)`, d.nextMatching(t, "status:"))
 	assert.Regexp(t, `^  loops:  "reconcile" overdue; timeout 200ms; [1-9]\d* beats, the last at \S+; 1 timeouts$`, d.nextMatching(t, "  loops:"))
-	assert.Contains(t, d.stderr.String(), `level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=200ms`)
+	d.eventuallyLogs(t, `level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=200ms`)
 
 	d.send(t, "resume")
 	assert.Equal(t, "loop: reconcile turns again", d.nextMatching(t, "loop:"))
 	d.eventuallyAnswers(t, 200, "ok\n")
-	assert.Contains(t, d.stderr.String(), `level=INFO msg="health: subsystem responsive again" subsystem=reconcile`)
+	d.eventuallyLogs(t, `level=INFO msg="health: subsystem responsive again" subsystem=reconcile`)
 	d.stop(t)
 }
 
