@@ -124,7 +124,7 @@ func newConnLimiter(ln net.Listener, limit int, counters *connCounters, log logF
 		calls:    newConnCalls(),
 	}
 	l.released.L = &l.mu
-	l.quarantine = newQuarantine(ln, limit, l.countEviction, log)
+	l.quarantine = newQuarantine(ln, l.countEviction, log)
 	counters.limit.Add(int64(limit)) // until Serve returns: see serve
 	// A listener that is not a socket (a test's, say) has nothing to set.
 	if sc, ok := ln.(syscall.Conn); ok {
@@ -166,10 +166,13 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if !isOutOfDescriptors(err) {
 			return nil, err
 		}
-		l.logOutOfDescriptors(err)
+		// Said whether or not anyone waits to be accepted: the agent is
+		// at its limit, which its operator needs to know.
+		l.warnOutOfDescriptors(&l.outOfFDLog, "health: out of file descriptors; closing the oldest connections that have not sent a request", err)
 		queued, pollErr := acceptQueued(l.Listener, quarantineLook)
 		if pollErr != nil {
-			l.logCannotTellQueued(pollErr)
+			// A connection may be closed for nobody.
+			l.warnOutOfDescriptors(&l.cannotTellLog, "health: out of file descriptors, and cannot tell whether a connection waits; making room as if one did", pollErr)
 		}
 		if !queued {
 			continue // nobody to make room for: see acceptQueued
@@ -280,28 +283,16 @@ func (l *connLimiter) quarantineRoom() int {
 	return descriptorBudget(l.limit) - l.held
 }
 
-// logOutOfDescriptors says that accept failed for lack of descriptors, at
-// most once a minute: whether or not anyone is waiting to be accepted,
-// the agent is at its limit, which its operator needs to know.
-func (l *connLimiter) logOutOfDescriptors(err error) {
+// warnOutOfDescriptors writes msg, a warning of Accept's when accept
+// fails for lack of descriptors, through gate, with err and the slots
+// held: what an operator sizing the agent's descriptor limit needs.
+func (l *connLimiter) warnOutOfDescriptors(gate *logGate, msg string, err error) {
 	l.mu.Lock()
-	logNow := l.outOfFDLog.due(time.Now())
+	logNow := gate.due(time.Now())
 	held := l.held
 	l.mu.Unlock()
 	if logNow {
-		l.log(context.Background(), slog.LevelWarn, "health: out of file descriptors; closing the oldest connections that have not sent a request", "held", held, "err", err)
-	}
-}
-
-// logCannotTellQueued says, at most once a minute, that Accept could not
-// tell whether a connection waited (see acceptQueued), and made room as
-// if one did: a connection may have been closed for nobody.
-func (l *connLimiter) logCannotTellQueued(err error) {
-	l.mu.Lock()
-	logNow := l.cannotTellLog.due(time.Now())
-	l.mu.Unlock()
-	if logNow {
-		l.log(context.Background(), slog.LevelWarn, "health: out of file descriptors, and cannot tell whether a connection waits; making room as if one did", "err", err)
+		l.log(context.Background(), slog.LevelWarn, msg, "held", held, "err", err)
 	}
 }
 

@@ -8,14 +8,15 @@
 // local client does may turn it into anything else.
 //
 // Readiness (GET /readyz) is the conjunction of latches that the agent sets
-// as it comes up (registered, data plane configured, event delivery working,
-// no subsystem stopped), of a watchdog for each of the agent's loops that
-// it watches (a loop that hangs stops beating, and the node goes out of
-// service while liveness stays 200) and, once the agent sets a background
-// data-plane check, of that check's last verdict: until the check has
-// returned once, the node is not ready, because readiness needs evidence. It names the
-// first unmet condition in a fixed order, so that a rolling update never
-// proceeds past a node whose data plane is gone or not yet checked.
+// as it comes up (registered, data plane configured, event delivery
+// working, no subsystem stopped), of a watchdog for each of the agent's
+// loops that it watches (a loop that hangs stops beating, and the node goes
+// out of service while liveness stays 200) and, once the agent sets a
+// background data-plane check, of that check's last verdict: until the
+// check has returned once, the node is not ready, because readiness needs
+// evidence. It names the first unmet condition in a fixed order, so that a
+// rolling update never proceeds past a node whose data plane is gone or not
+// yet checked.
 //
 // The agent learns of a change of readiness from [Server.Changed] without
 // polling it, and asks for a data-plane check at once, when it knows the

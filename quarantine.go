@@ -43,15 +43,15 @@ func descriptorBudget(limit int) int { return 3 * limit }
 //
 // On Linux such a connection exists only when the kernel has completed its
 // handshake without TCP_DEFER_ACCEPT's wait: a SYN cookie, once silent
-// clients fill the SYN queue, or a deferral run out (deferAcceptTimeout).
-// A probe whose request comes a few tens of milliseconds after its
-// handshake (a busy kubelet) is then accepted empty. Admitted into the
-// slots at once, it would wait in the limiter's list, and a flood's
-// reconnecting clients would push a bound's worth of newer admissions
-// past it within milliseconds: it would be evicted before it speaks. Held here instead, it is admitted once its
-// request has arrived, as one that is being answered and that no
-// eviction touches. Silent clients held here cost no slot and no
-// goroutine; they are closed when their grace runs out with nothing
+// clients fill the SYN queue, or a deferral run out (deferAcceptTimeout). A
+// probe whose request comes a few tens of milliseconds after its handshake
+// (a busy kubelet) is then accepted empty. Admitted into the slots at once,
+// it would wait in the limiter's list, and a flood's reconnecting clients
+// would push a bound's worth of newer admissions past it within
+// milliseconds: it would be evicted before it speaks. Held here instead, it
+// is admitted once its request has arrived, as one that is being answered
+// and that no eviction touches. Silent clients held here cost no slot and
+// no goroutine; they are closed when their grace runs out with nothing
 // arrived, or, the quarantine full, oldest first.
 //
 // Two simpler designs were tried under the same SYN-cookie flood and are
@@ -121,7 +121,7 @@ type heldList = list[heldConn, *heldConn]
 // the type is checked exactly: a wrapper that embeds one does not qualify.
 // Serve owns the listener it is given, and next sets and clears its
 // deadline as it needs.
-func newQuarantine(ln net.Listener, limit int, countEviction func(), log logFunc) *quarantine {
+func newQuarantine(ln net.Listener, countEviction func(), log logFunc) *quarantine {
 	q := &quarantine{ln: ln, grace: quarantineGrace, countEviction: countEviction, log: log}
 	tcp, ok := ln.(*net.TCPListener)
 	if !ok {
@@ -410,25 +410,25 @@ func (q *quarantine) release() {
 
 // crowded reports whether the slots are under pressure, which is when an
 // empty newcomer goes to the quarantine rather than to a slot: when
-// admitting it would fill the slots to where Accept evicts (limit less
-// the reserve, counting connections not yet evicted), or when a quarter
-// of the slots already wait for a request that has not begun to arrive,
-// or when anything was evicted, or closed unspoken in quarantine, within
-// the last grace. Under a flood every new admission evicts the oldest
-// connection without a request, a bound's worth of them passes an empty
-// newcomer within milliseconds, and the count of slots in use swings
-// around the threshold as evicted clients reconnect: the recent eviction
-// says so when the count does not. A kubelet holds one connection at a
-// time, so a quarter of the slots held by empty connections is a crowd:
-// a burst of clients whose requests lag their handshakes, each of which
-// would cost a goroutine and net/http's buffers in a slot, and a
-// descriptor in quarantine. Otherwise a connection admitted empty waits
-// for its request in a slot as it always has, with the whole header
-// timeout to send it, read by its own goroutine the moment the bytes
-// arrive; slow clients that had begun their requests when admitted do not
-// count, so they cannot shorten a probe's wait to the quarantine's grace. Both are
-// this limiter's own: a flood on another listener of the same Server
-// leaves this one's newcomers alone, as it leaves its slots.
+// admitting it would fill the slots to where Accept evicts (limit less the
+// reserve, counting connections not yet evicted), or when a quarter of the
+// slots already wait for a request that has not begun to arrive, or when
+// anything was evicted, or closed unspoken in quarantine, within the last
+// grace. Under a flood every new admission evicts the oldest connection
+// without a request, a bound's worth of them passes an empty newcomer
+// within milliseconds, and the count of slots in use swings around the
+// threshold as evicted clients reconnect: the recent eviction says so when
+// the count does not. A kubelet holds one connection at a time, so a
+// quarter of the slots held by empty connections is a crowd: a burst of
+// clients whose requests lag their handshakes, each of which would cost a
+// goroutine and net/http's buffers in a slot, and a descriptor in
+// quarantine. Otherwise a connection admitted empty waits for its request
+// in a slot as it always has, with the whole header timeout to send it,
+// read by its own goroutine the moment the bytes arrive; slow clients that
+// had begun their requests when admitted do not count, so they cannot
+// shorten a probe's wait to the quarantine's grace. Both are this limiter's
+// own: a flood on another listener of the same Server leaves this one's
+// newcomers alone, as it leaves its slots.
 func (l *connLimiter) crowded() bool {
 	if last := l.lastEviction.Load(); last != 0 && time.Duration(monotonicNow()-last) < l.quarantine.grace {
 		return true

@@ -51,8 +51,10 @@ func (p *readinessPoller) poll() ([]uint64, error) {
 	var n int
 	var err error
 	wait := func(epfd uintptr) {
-		for n, err = syscall.EpollWait(int(epfd), p.events, 0); err == syscall.EINTR; {
-			n, err = syscall.EpollWait(int(epfd), p.events, 0)
+		for {
+			if n, err = syscall.EpollWait(int(epfd), p.events, 0); err != syscall.EINTR {
+				return
+			}
 		}
 	}
 	if cerr := p.rc.Control(wait); cerr != nil {

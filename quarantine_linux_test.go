@@ -717,7 +717,7 @@ func TestQuarantineOnlyOnTCPListener(t *testing.T) {
 		{"a wrapper embedding one, with its own Accept", gatedListener{ln.(*net.TCPListener)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := newQuarantine(tc.ln, 8, func() {}, discardLogger().Log)
+			q := newQuarantine(tc.ln, func() {}, discardLogger().Log)
 			defer q.close()
 			assert.Equal(t, tc.holds, q.poller != nil)
 		})

@@ -173,15 +173,14 @@ const pressureWindow = 10 * time.Second
 // each field adds up over them: Held and Limit over those running now, the
 // counts over every one since the Server was made.
 //
-// A connection that arrives empty under a flood and waits in quarantine
-// for its first bytes (see Server.Serve) is not Held: it has no goroutine
-// and no buffers yet, only its descriptor, and the quarantine holds at
-// most three times Limit less Held. It counts in Accepted when it is
-// accepted, once, and in Evicted if it is closed without having spoken:
-// the server closed a silent client for want of room, as an eviction
-// does. A connection whose
-// client has already gone when it is accepted counts as accepted, never as
-// held or evicted.
+// A connection that arrives empty under a flood and waits in quarantine for
+// its first bytes (see Server.Serve) is not Held: it has no goroutine and
+// no buffers yet, only its descriptor, and the quarantine holds at most
+// three times Limit less Held. It counts in Accepted when it is accepted,
+// once, and in Evicted if it is closed without having spoken: the server
+// closed a silent client for want of room, as an eviction does. A
+// connection whose client has already gone when it is accepted counts as
+// accepted, never as held or evicted.
 type ConnStatus struct {
 	Held     int    // connections held now (counted until their goroutines end)
 	Limit    int    // the bound on Held: a quarter of the soft descriptor limit, at most 256; 0 when Serve is not running
