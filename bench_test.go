@@ -141,13 +141,14 @@ func BenchmarkEndToEnd(b *testing.B) {
 	require.NoError(b, err)
 	healthAddr, stopHealth := serveForBench(b, healthLn, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
 	defer stopHealth()
+	// Serve's bounds (see internal/listener).
 	floor := &http.Server{
 		Handler:           http.HandlerFunc(floorHandler),
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
+		ReadHeaderTimeout: 2 * time.Second,
+		ReadTimeout:       2 * time.Second,
+		WriteTimeout:      2 * time.Second,
+		IdleTimeout:       2 * time.Second,
+		MaxHeaderBytes:    4 << 10,
 	}
 	floor.SetKeepAlivesEnabled(false)
 	// The floor listens as http.Server.ListenAndServe does.

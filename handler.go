@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/meshnode/health/internal/listener"
 )
 
 // The only bodies the handler writes. They are fixed bytes, never formatted,
@@ -26,15 +28,35 @@ var (
 	headerAllow       = []string{"GET, HEAD"}
 )
 
-// response is one of the handler's fixed answers, built once.
+// response is one of the handler's fixed answers, built once: for the
+// handler, and as the short path writes it (plain).
 type response struct {
 	status        int
 	body          []byte
 	contentLength []string
+	plain         listener.Response
 }
 
+// newResponse builds the answer of status with body. The header lines of
+// plain are the ones ServeHTTP sets, in the order net/http writes them
+// (sorted by name): a change to one is a change to the other, and
+// TestShortPathMatchesNetHTTP fails until both are made.
 func newResponse(status int, body string) response {
-	return response{status: status, body: []byte(body), contentLength: []string{strconv.Itoa(len(body))}}
+	length := strconv.Itoa(len(body))
+	var header []byte
+	if status == http.StatusMethodNotAllowed {
+		header = append(header, "Allow: "+headerAllow[0]+"\r\n"...)
+	}
+	header = append(header, "Cache-Control: "+headerNoStore[0]+"\r\n"+
+		"Content-Length: "+length+"\r\n"+
+		"Content-Type: "+headerContentType[0]+"\r\n"+
+		"X-Content-Type-Options: "+headerNoSniff[0]+"\r\n"...)
+	return response{
+		status:        status,
+		body:          []byte(body),
+		contentLength: []string{length},
+		plain:         listener.Response{Status: status, Header: header, Body: []byte(body)},
+	}
 }
 
 var (
@@ -84,15 +106,13 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, counter := h.s.route(r.Method, path, r.URL.RawQuery)
 	counter.Add(1)
-	// shortPath.appendAnswer writes these headers too, as net/http
-	// writes them: a change here is one there (TestShortPathMatchesNetHTTP
-	// fails until it is made).
+	// newResponse writes these headers for the short path too.
 	header := w.Header()
 	header["Content-Type"] = headerContentType
 	header["X-Content-Type-Options"] = headerNoSniff
 	header["Cache-Control"] = headerNoStore
 	header["Content-Length"] = resp.contentLength
-	if resp == &responseMethodNotAllowed {
+	if resp.status == http.StatusMethodNotAllowed {
 		header["Allow"] = headerAllow
 	}
 	w.WriteHeader(resp.status)
@@ -104,8 +124,8 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // route picks the answer to a request for path (unescaped) and the counter
-// that counts it. The handler and the answers written at accept
-// (shortPath) both route through it, so that they cannot disagree.
+// that counts it. The handler and the short path (plainAnswer) both route
+// through it, so that they cannot disagree.
 func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64) {
 	resp, counter := &responseNotFound, &s.probes.other
 	switch path {
@@ -125,4 +145,12 @@ func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64
 		resp, counter = &responseMethodNotAllowed, &s.probes.other
 	}
 	return resp, counter
+}
+
+// plainAnswer is route for the listener's short path, which answers plain
+// probes without net/http. The conversion of a query of up to 32 bytes
+// does not allocate: it does not escape route.
+func (s *Server) plainAnswer(method, path string, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
+	resp, counter := s.route(method, path, string(rawQuery))
+	return &resp.plain, counter
 }

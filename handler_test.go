@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestHandlerResponses(t *testing.T) {
@@ -153,4 +155,39 @@ func FuzzHandler(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestShortPathMatchesNetHTTP is the differential test with the package's
+// own handler: in every state of serverStates, every request of the short
+// path's shapes, and every request it must leave to net/http, is answered
+// by Serve with the bytes a plain http.Server serving Handler writes for
+// it, but the Date value. (internal/listener's test of the same name, and
+// its FuzzShortPath, hold the short path to the same with a handler of
+// their own.)
+func TestShortPathMatchesNetHTTP(t *testing.T) {
+	reqs := probetest.PlainProbes()
+	for _, tc := range probetest.NotPlainProbes {
+		reqs = append(reqs, tc.Raw)
+	}
+	for _, st := range serverStates {
+		t.Run(st.name, func(t *testing.T) {
+			s, logs := newTestServer(t)
+			st.set(s)
+			addr, _ := startServing(t, s)
+			reference := httptest.NewUnstartedServer(s.Handler())
+			reference.Config.DisableGeneralOptionsHandler = true
+			reference.Config.SetKeepAlivesEnabled(false)
+			reference.Start()
+			t.Cleanup(reference.Close)
+			refAddr := reference.Listener.Addr().String()
+			exchange(t, addr, reqs[0]) // Serve has logged its start
+			before := logs.String()
+			for _, raw := range reqs {
+				want := probetest.MaskDate(t, exchange(t, refAddr, raw))
+				got := probetest.MaskDate(t, exchange(t, addr, raw))
+				require.Equal(t, want, got, "%q", raw)
+			}
+			assert.Equal(t, before, logs.String(), "nothing is logged per request")
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -16,10 +15,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -276,15 +275,6 @@ func startServing(t *testing.T, s *Server) (addr string, stop func() error) {
 	return startServingOn(t, ln, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
 }
 
-// startServingLimited is startServing with a bound of limit connections,
-// so that a test can fill every slot with a few dozen clients.
-func startServingLimited(t *testing.T, s *Server, limit int) (addr string, stop func() error) {
-	t.Helper()
-	ln, err := s.Listen()
-	require.NoError(t, err)
-	return startServingOn(t, ln, func(ctx context.Context, ln net.Listener) error { return s.serve(ctx, ln, limit) })
-}
-
 // startServingOn runs serve on ln; the test's cleanup stops it.
 func startServingOn(t *testing.T, ln net.Listener, serve func(context.Context, net.Listener) error) (addr string, stop func() error) {
 	t.Helper()
@@ -318,81 +308,20 @@ func serveReady(t *testing.T) string {
 	return addr
 }
 
-// kubeletProbe does what the kubelet's httpGet probe does: a fresh
-// connection, one GET, and the whole answer read. It reads on to the
-// server's close, so that a test's next step starts after the server has
-// let go of this connection.
-func kubeletProbe(addr, path string) (status int, body string, err error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return 0, "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	req := "GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-	if _, err := io.WriteString(c, req); err != nil {
-		return 0, "", err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil {
-		_, err = io.Copy(io.Discard, c)
-	}
-	return resp.StatusCode, string(b), err
-}
+// kubeletProbe: see probetest.
+var kubeletProbe = probetest.KubeletProbe
 
-// exchange sends raw bytes on a fresh connection and returns everything the
-// server sends back before it closes the connection. A reset counts as a
-// close: the server closes without reading what it does not need, a body
-// or the rest of an oversized header, and the kernel then resets.
+// exchange is probetest.Exchange with a bound well above Serve's header
+// and write timeouts (2 s each): what must close by one closes within it.
 func exchange(t *testing.T, addr, raw string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer c.Close()
-	// The server may close before all of it is written.
-	if _, err := io.WriteString(c, raw); err != nil {
-		require.ErrorIs(t, err, syscall.ECONNRESET)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	got, err := io.ReadAll(c)
-	if !errors.Is(err, syscall.ECONNRESET) {
-		require.NoError(t, err, "the server closes the connection; the client's deadline never fires")
-	}
-	return string(got)
+	return probetest.Exchange(t, addr, raw, 8*time.Second)
 }
 
-// tcpPair returns the two ends of a fresh loopback TCP connection, closed
-// at the test's end.
-func tcpPair(t testing.TB) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = client.Close() })
-	server, err = ln.Accept()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = server.Close() })
-	return server, client
-}
-
-// assertClosedByServer reads c until the server's close shows: EOF, or a
-// reset when the server closed with request bytes still unread. A timeout
-// means the server kept the connection open.
+// assertClosedByServer asserts that the server closes c within 10 s.
 func assertClosedByServer(t *testing.T, c net.Conn, msgAndArgs ...any) {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err := io.Copy(io.Discard, c)
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		assert.Fail(t, "the server kept the connection open", msgAndArgs...)
-	}
+	assert.True(t, probetest.ClosedByServer(c), msgAndArgs...)
 }
 
 // TestConcurrentSettersProbesAndPoller hammers every setter, the poller,
@@ -619,7 +548,7 @@ func TestImportsStandardLibraryOnly(t *testing.T) {
 		cmd.Env = append(os.Environ(), "GOOS="+goos)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "GOOS=%s go list: %s", goos, out)
-		assert.Equal(t, []string{"github.com/meshnode/health"}, strings.Fields(string(out)),
+		assert.Equal(t, []string{"github.com/meshnode/health/internal/listener", "github.com/meshnode/health"}, strings.Fields(string(out)),
 			"GOOS=%s: the packages outside the standard library that health imports", goos)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 )
@@ -197,11 +196,6 @@ func (s *Server) handle(r slog.Record) {
 	}
 }
 
-// logFunc is how the goroutine that accepts connections logs: the
-// signature of slog.Logger.Log, so that a test can pass a logger's Log,
-// and Serve passes logAsync.
-type logFunc func(ctx context.Context, level slog.Level, msg string, args ...any)
-
 // logAsync queues a line of Serve's (its start and stop, the flood and
 // out-of-descriptor warnings of the goroutine that accepts connections)
 // and has it written by a goroutine of its own. Serve must never wait for
@@ -216,18 +210,4 @@ func (s *Server) logAsync(_ context.Context, level slog.Level, msg string, args 
 	r.Add(args...)
 	s.queue(r)
 	s.flushInBackground()
-}
-
-// errorLogWriter is net/http's ErrorLog for Serve: net/http writes its
-// rare lines (a temporary accept error, a handler's panic) from the
-// goroutine that accepts connections or from one holding a connection's
-// slot, and neither may wait for a sink. Each line is queued at ERROR, as
-// slog.NewLogLogger would write it, and written by a goroutine of its own.
-type errorLogWriter struct{ s *Server }
-
-func (w errorLogWriter) Write(p []byte) (int, error) {
-	r := slog.NewRecord(time.Now(), slog.LevelError, strings.TrimSuffix(string(p), "\n"), 0)
-	w.s.queue(r)
-	w.s.flushInBackground()
-	return len(p), nil
 }

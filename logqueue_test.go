@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -438,22 +440,20 @@ func TestLogHandlerPanic(t *testing.T) {
 	assert.Equal(t, []string{`level=INFO msg="health: readiness changed" ready=true`}, readinessChanges(logs))
 }
 
-// TestBlockedLogSinkHoldsNoAcceptBack floods Serve past its bound while
-// the log sink is blocked: the flood warning waits in the queue, and the
-// kubelet's liveness probe is answered all the same. Were the warning
-// written by the goroutine that accepts, Accept would stop at the first
-// eviction and every later probe would time out.
+// TestBlockedLogSinkHoldsNoAcceptBack serves, with the log sink blocked,
+// a listener on which Serve warns as it starts (it cannot defer accept):
+// the warning waits in the queue, and the kubelet's probes are answered
+// all the same. Were the listener's lines written by the goroutine that
+// accepts, Accept would stop at the first and every probe would time out.
 func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
 	sink := newBlockingSink()
 	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(sink, nil)))
 	sink.logs.server = s
 	setLatches(s)
 	sink.block() // from before Serve starts: its own start line waits too
-	addr, stop := startServingLimited(t, s, 4)
-	for range 8 { // twice the bound: evictions, and the flood warning
-		dialStalled(t, addr)
-	}
-	eventually(t, func() bool { return s.Status().Conns.Evicted > 0 }, "an eviction, and its warning")
+	ln, err := s.Listen()
+	require.NoError(t, err)
+	addr, stop := startServingOn(t, undeferrableListener{ln.(*net.TCPListener)}, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
 	for range 5 {
 		status, body, err := kubeletProbe(addr, "/healthz")
 		require.NoError(t, err, "a liveness probe while the log sink is blocked")
@@ -464,7 +464,15 @@ func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
 	require.NoError(t, stop())
 	logs := sink.logs.String()
 	assert.Contains(t, logs, "health: serving probes")
-	assert.Contains(t, logs, "health: connection slots full")
+	assert.Contains(t, logs, `level=WARN msg="health: cannot defer accept; silent clients will be accepted at once" err="no descriptor here"`)
+}
+
+// undeferrableListener is a TCP listener whose descriptor cannot be had,
+// so that Serve cannot defer accept on it, and warns.
+type undeferrableListener struct{ *net.TCPListener }
+
+func (undeferrableListener) SyscallConn() (syscall.RawConn, error) {
+	return nil, errors.New("no descriptor here")
 }
 
 // TestDetachedLogHandlerPanic: a handler that panics on a line Serve

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/meshnode/health/internal/listener"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -46,7 +47,7 @@ func TestServeOverTCP(t *testing.T) {
 	assert.NoError(t, stop())
 	// One line when Serve starts, naming the address, and one when it
 	// has stopped; none per request.
-	limit := connLimit(softDescriptorLimit())
+	limit := listener.DefaultLimit()
 	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: serving probes" addr=%s max_conns=%d`, addr, limit)), logs.String())
 	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: stopped serving probes" addr=%s`, addr)), logs.String())
 	assert.Equal(t, 2, logs.count("serving probes"))

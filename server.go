@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshnode/health/internal/listener"
 )
 
 // Server holds the readiness latches and serves the probes. Create it with
@@ -22,7 +24,7 @@ type Server struct {
 	// probes and conns are counted with atomics, outside mu, so that
 	// counting takes no lock on the probe path or in Serve.
 	probes probeCounters
-	conns  connCounters
+	conns  listener.Counters
 
 	// checkPeriod is dataPlaneCheckPeriod; tests inside the package shorten
 	// it before the first SetDataPlaneCheck.

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshnode/health/internal/listener"
 )
 
 // Status is a snapshot of the Server for the agent's own code: its metrics
@@ -131,7 +133,7 @@ func (s *Server) status(now clockReading) Status {
 	return Status{
 		Unmet:          unmet.sentinels(),
 		Check:          check,
-		Conns:          s.conns.status(),
+		Conns:          connStatus(&s.conns),
 		Probes:         s.probes.counts(),
 		Watchdogs:      watchdogs,
 		WatchdogTotals: totals,
@@ -189,31 +191,15 @@ type ConnStatus struct {
 	Pressure bool   // Serve is defending itself now: it evicted within the last 10 s
 }
 
-// connCounters are the atomics behind ConnStatus, kept by the Server so
+// connStatus reads the listener's counters, which the Server keeps so
 // that Status can read them without reaching into a running Serve.
-type connCounters struct {
-	held         atomic.Int64
-	limit        atomic.Int64
-	accepted     atomic.Uint64
-	evicted      atomic.Uint64
-	lastEviction atomic.Int64 // monotonicNow of the last eviction; 0 before the first
-}
-
-func (cc *connCounters) status() ConnStatus {
-	last := cc.lastEviction.Load()
+func connStatus(c *listener.Counters) ConnStatus {
+	last := c.LastEviction.Load()
 	return ConnStatus{
-		Held:     int(cc.held.Load()),
-		Limit:    int(cc.limit.Load()),
-		Accepted: cc.accepted.Load(),
-		Evicted:  cc.evicted.Load(),
-		Pressure: last != 0 && time.Duration(monotonicNow()-last) < pressureWindow,
+		Held:     int(c.Held.Load()),
+		Limit:    int(c.Limit.Load()),
+		Accepted: c.Accepted.Load(),
+		Evicted:  c.Evicted.Load(),
+		Pressure: last != 0 && time.Duration(listener.MonotonicNow()-last) < pressureWindow,
 	}
 }
-
-// monotonicBase anchors monotonicNow.
-var monotonicBase = time.Now()
-
-// monotonicNow is the time since the package was loaded on the monotonic
-// clock, never 0, so that a step of the wall clock cannot make Pressure
-// stick or vanish.
-func monotonicNow() int64 { return int64(time.Since(monotonicBase)) + 1 }

@@ -3,14 +3,13 @@ package health
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshnode/health/internal/listener"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -179,15 +178,16 @@ func TestStatusCheckCountsOnlyResultsThatFeedReadiness(t *testing.T) {
 func TestStatusConns(t *testing.T) {
 	s, _ := newTestServer(t)
 	assert.Equal(t, ConnStatus{}, s.Status().Conns)
-	s.conns.held.Store(3)
-	s.conns.limit.Store(256)
-	s.conns.accepted.Store(40)
-	s.conns.evicted.Store(7)
+	s.conns.Held.Store(3)
+	s.conns.Limit.Store(256)
+	s.conns.Accepted.Store(40)
+	s.conns.Evicted.Store(7)
 	assert.Equal(t, ConnStatus{Held: 3, Limit: 256, Accepted: 40, Evicted: 7}, s.Status().Conns, "no eviction yet: no pressure")
 
-	// lastEviction is on monotonicNow's clock; a time on any other clock,
-	// such as a wall-clock UnixNano, would make these cases fail.
-	now := monotonicNow()
+	// LastEviction is on listener.MonotonicNow's clock (the listener
+	// stamps it so: TestCountEviction); a time on any other clock, such as
+	// a wall-clock UnixNano, would make these cases fail.
+	now := listener.MonotonicNow()
 	for _, tc := range []struct {
 		name         string
 		lastEviction int64
@@ -198,35 +198,9 @@ func TestStatusConns(t *testing.T) {
 		{"an eviction a second past the window", now - int64(pressureWindow+time.Second), false},
 		{"an eviction an hour ago", now - int64(time.Hour), false},
 	} {
-		s.conns.lastEviction.Store(tc.lastEviction)
+		s.conns.LastEviction.Store(tc.lastEviction)
 		assert.Equal(t, tc.pressure, s.Status().Conns.Pressure, tc.name)
 	}
-}
-
-// TestEvictionStartsPressure fills a bound of 2 with silent clients, so
-// that Serve evicts, and reads the pressure that leaves: on at once, and
-// off once pressureWindow has passed, on the clock Serve stamped the
-// eviction with.
-func TestEvictionStartsPressure(t *testing.T) {
-	s, _ := newTestServer(t)
-	addr, stop := startServingLimited(t, s, 2)
-	before := monotonicNow()
-	for range 4 {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHost: x\r\n")
-		require.NoError(t, err)
-	}
-	eventually(t, func() bool { return s.Status().Conns.Evicted > 0 }, "Serve evicts")
-	require.NoError(t, stop()) // nothing is evicted from here on
-	stamped := s.conns.lastEviction.Load()
-	after := monotonicNow()
-
-	assert.True(t, before <= stamped && stamped <= after, "the eviction is stamped with monotonicNow: %d is not within [%d, %d]", stamped, before, after)
-	assert.True(t, s.Status().Conns.Pressure)
-	s.conns.lastEviction.Store(stamped - int64(pressureWindow)) // as if pressureWindow had passed
-	assert.False(t, s.Status().Conns.Pressure)
 }
 
 // TestStatusIsASnapshot checks that Status hands out a copy: a caller that

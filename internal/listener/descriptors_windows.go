@@ -1,0 +1,27 @@
+package listener
+
+import (
+	"errors"
+	"syscall"
+)
+
+// Winsock's own error numbers: Go's syscall.EADDRINUSE and EMFILE on
+// Windows are values it invents, which Winsock never returns.
+const (
+	wsaEADDRINUSE = syscall.Errno(10048)
+	wsaEMFILE     = syscall.Errno(10024) // no socket handle left
+	wsaENOBUFS    = syscall.Errno(10055) // no buffer space for another socket
+)
+
+// softDescriptorLimit is 0, unknown: Windows has no RLIMIT_NOFILE, so the
+// bound is maxConns.
+func softDescriptorLimit() uint64 { return 0 }
+
+// isAddressInUse reports whether a bind failed because the port is taken.
+func isAddressInUse(err error) bool { return errors.Is(err, wsaEADDRINUSE) }
+
+// isOutOfDescriptors reports whether accept failed for lack of sockets.
+// net/http would take it for a fatal error and stop serving.
+func isOutOfDescriptors(err error) bool {
+	return errors.Is(err, wsaEMFILE) || errors.Is(err, wsaENOBUFS)
+}

@@ -1,0 +1,183 @@
+package listener
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/health/internal/hostile"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/meshnode/health/internal/probetest"
+	"github.com/stretchr/testify/require"
+)
+
+// TestResponse431IsNetHTTPs sends the same oversized requests to Serve and
+// to a stock http.Server with Serve's MaxHeaderBytes, over TCP: both
+// answer response431, byte for byte. A header over what net/http reads
+// gets net/http's 431 from both. So, on a Go whose net/http caps header
+// values (1.27 on), does a header over that cap, which Serve refuses for
+// its lines; on an older Go, net/http lets it through.
+func TestResponse431IsNetHTTPs(t *testing.T) {
+	stockLn, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	stock := &http.Server{Handler: http.NotFoundHandler(), MaxHeaderBytes: maxHeaderBytes, ReadHeaderTimeout: headerTimeout}
+	stock.SetKeepAlivesEnabled(false) // as Serve: one request, then close
+	served := make(chan error, 1)
+	go func() { served <- stock.Serve(stockLn) }()
+	t.Cleanup(func() {
+		// Shutdown waits out the 500 ms net/http lingers after its 431.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, stock.Shutdown(ctx))
+		assert.ErrorIs(t, <-served, http.ErrServerClosed)
+	})
+	stockAddr, healthAddr := stockLn.Addr().String(), serveReadyLimited(t, maxConns, 0).addr
+
+	bigHeader := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", maxHeaderBytes+4<<10) + "\r\n\r\n"
+	assert.Equal(t, response431, exchange(t, stockAddr, bigHeader), "net/http")
+	assert.Equal(t, response431, exchange(t, healthAddr, bigHeader), "Serve")
+
+	manyValues := "GET /healthz HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("a: 1\r\n", 500) + "\r\n" // 501 values
+	assert.Equal(t, response431, exchange(t, healthAddr, manyValues), "Serve")
+	if _, capsValues := reflect.TypeFor[http.Server]().FieldByName("MaxHeaderValueCount"); capsValues {
+		assert.Equal(t, response431, exchange(t, stockAddr, manyValues), "net/http")
+	} else {
+		assert.True(t, strings.HasPrefix(exchange(t, stockAddr, manyValues), "HTTP/1.1 404 Not Found\r\n"), "net/http before Go 1.27 has no cap on values")
+	}
+}
+
+func TestOversizedHeaderNeverOK(t *testing.T) {
+	addr := serveReadyLimited(t, maxConns, 0).addr
+	for _, size := range []int{9 << 10, 64 << 10, 1 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			go func() {
+				// The server may close before all is written; that is the point.
+				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", size)+"\r\n\r\n")
+			}()
+			got, _ := io.ReadAll(c)
+			assert.NotContains(t, string(got), " 200 ")
+			if len(got) > 0 {
+				assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 431 "), "%q", got)
+			}
+		})
+	}
+}
+
+// TestOversizedHeaderAnswered431 checks that the header cap still answers
+// as net/http does, now that the limiter refuses the bytes before net/http
+// sees too many of them: the same bytes, and the connection closed.
+func TestOversizedHeaderAnswered431(t *testing.T) {
+	t.Run("refused at accept", func(t *testing.T) { testOversizedHeader(t, func(ln net.Listener) net.Listener { return ln }) })
+	// Without a socket to peek at, the limit on reads refuses it.
+	t.Run("refused on read", func(t *testing.T) {
+		testOversizedHeader(t, func(ln net.Listener) net.Listener { return opaqueListener{ln} })
+	})
+}
+
+// opaqueListener hides the socket of its connections, as a listener made
+// by other means than Listen may.
+type opaqueListener struct{ net.Listener }
+
+func (l opaqueListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return struct{ net.Conn }{c}, nil
+}
+
+func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
+	ln, err := Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	addr := serveReadyOn(t, wrap(ln), maxConns, 0).addr
+	for _, size := range []int{maxRequestBytes, 9 << 10, 64 << 10} {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+		_, err = io.WriteString(c, head+strings.Repeat("a", size-len(head)))
+		require.NoError(t, err)
+		got, _ := io.ReadAll(c) // a reset may follow the answer: the rest is unread
+		_ = c.Close()
+		assert.Equal(t, response431, string(got), "size %d", size)
+	}
+	// One byte under the cap is a request like any other.
+	head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
+	got := exchange(t, addr, head+strings.Repeat("a", maxRequestBytes-len(head)-5)+"\r\n\r\n")
+	assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n"), "%.40q", got)
+
+	// Lines: the request line, Host, n headers and the blank line.
+	withLines := func(n int) string {
+		return "GET /healthz HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("a: 1\r\n", n-3) + "\r\n"
+	}
+	got = exchange(t, addr, withLines(maxHeaderLines))
+	assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n"), "%.40q", got)
+	for _, lines := range []int{maxHeaderLines + 1, 501, 1000} {
+		assert.Equal(t, response431, exchange(t, addr, withLines(lines)), "%d lines", lines)
+	}
+	// What follows the header, a body or pipelined requests, is not the
+	// header's: those lines do not count.
+	for _, tc := range []struct{ raw, status string }{
+		{"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + strings.Repeat("\n", 100), "405"},
+		{strings.Repeat("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 30), "200"},
+		{withLines(maxHeaderLines) + "\n", "200"},
+	} {
+		got := exchange(t, addr, tc.raw)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 "+tc.status+" "), "%.30q: %.40q", tc.raw, got)
+	}
+}
+
+// TestUndrainedBodiesAreClosedAtOnce checks that a request with a body is
+// answered and its connection closed without waiting for the body: left to
+// net/http, each would hold its slot, unevictable, for the read timeout.
+func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
+	s := serveReadyLimited(t, 4, 0)
+	addr := s.addr
+	for i := 0; i < 8; i++ {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, err = io.WriteString(c, "POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+		require.NoError(t, err)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err, "client %d", i)
+		_ = resp.Body.Close()
+		assert.Equal(t, 405, resp.StatusCode, "client %d", i)
+		assert.True(t, probetest.ClosedByServer(c), "client %d", i)
+		_ = c.Close()
+	}
+	probetest.Eventually(t, func() bool { return s.counters.Held.Load() == 0 }, "every slot released")
+	assert.Zero(t, s.counters.Evicted.Load(), "closed by the server after the answer, not evicted")
+}
+
+// TestNothingLingers floods a bound of a single connection, which is never
+// evicted while it is the newest, with requests that net/http would hold
+// after reading them, reading or waiting for a body, or sleeping 500 ms
+// before it closes. Each held slot would queue the probe behind every
+// client, 16 deep; answered and closed at once, none does.
+func TestNothingLingers(t *testing.T) {
+	floodTest(t)
+	lingerers := 0
+	for _, hc := range hostile.Clients() {
+		if !hc.Lingers {
+			continue
+		}
+		lingerers++
+		for _, room := range rooms {
+			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 1, room.size, 16, 4) })
+		}
+	}
+	assert.GreaterOrEqual(t, lingerers, 3, "OPTIONS *, a body never sent, a 431")
+}

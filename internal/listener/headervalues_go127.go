@@ -1,0 +1,14 @@
+//go:build go1.27
+
+package listener
+
+import "net/http"
+
+// limitHeaderValues lifts net/http's cap on the number of header and
+// trailer values (500 since Go 1.27), past which it answers 431 and
+// lingers (see maxRequestBytes), out of reach of any request the
+// connection lets through. Every value costs at least a byte: net/http
+// counts a header line as one value and a Trailer header's values by its
+// commas, so a request within maxRequestBytes carries about 4,000 values
+// at most, never maxRequestBytes of them.
+func limitHeaderValues(srv *http.Server) { srv.MaxHeaderValueCount = maxRequestBytes }

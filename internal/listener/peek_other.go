@@ -1,0 +1,17 @@
+//go:build !unix
+
+package listener
+
+import "net"
+
+// connCalls does nothing outside Unix, whose sockets API alone lets it
+// read without consuming: a connection counts as answering once net/http
+// has read its request.
+type connCalls struct {
+	fd int32 // always -1: there is no waiting room outside Linux
+}
+
+func newConnCalls() *connCalls { return &connCalls{fd: -1} }
+
+// peek does not look: see connCalls.
+func (*connCalls) peek(net.Conn, []byte) (peeked, int) { return peekedIncomplete, 0 }

@@ -1,0 +1,99 @@
+//go:build unix
+
+package listener
+
+import (
+	"net"
+	"syscall"
+)
+
+// connCalls makes the system calls of a goroutine that takes connections
+// in (see reader): the peek and, for a connection answered or refused
+// before net/http has it, the read and the write.
+// The connection's syscall.RawConn is got once, by peek, and serves all
+// three. Each call's inputs and results are fields and its callback a
+// method value bound once, so that passing it to the RawConn allocates no
+// closure: the RawConn is the only allocation of ours per connection
+// (TestAcceptCallsAllocate). A connCalls is its reader's goroutine's.
+type connCalls struct {
+	rc  syscall.RawConn // the connection last peeked; nil when it has none
+	fd  int32           // its descriptor, for the waiting room; -1 when it has none
+	p   []byte          // the call's buffer
+	n   int             // the call's byte count
+	err error           // the call's error
+
+	peekFunc, readFunc, writeFunc func(fd uintptr) bool
+}
+
+func newConnCalls() *connCalls {
+	c := new(connCalls)
+	c.peekFunc, c.readFunc, c.writeFunc = c.peekFD, c.readFD, c.writeFD
+	return c
+}
+
+// peek looks at what has already arrived on nc, without consuming it or
+// waiting, for the end of a request header, and returns what it found and
+// how many bytes it looked at, from the start of buf. buf, maxRequestBytes
+// long, bounds how much is looked at. It makes nc the connection that read
+// and write act on.
+//
+// A connection accepted with its request complete is protected from
+// eviction before its goroutine has even run, which on a busy machine can
+// come after many newer connections have been accepted; one whose first
+// maxRequestBytes hold no end of header, or more than maxHeaderLines, is
+// refused before net/http spends a goroutine and its buffers on it. One
+// without a whole header waits in the waiting room, and one whose client has
+// already gone, with a FIN and nothing before it or with a reset, is
+// closed at once: net/http would read nothing from it but its end.
+func (c *connCalls) peek(nc net.Conn, buf []byte) (peeked, int) {
+	c.rc, c.fd = nil, -1
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return peekedIncomplete, 0
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return peekedIncomplete, 0
+	}
+	c.rc = rc
+	c.p = buf
+	n, err := c.result(rc.Read(c.peekFunc))
+	switch {
+	case err == syscall.EAGAIN || err == syscall.EINTR:
+		return peekedEmpty, 0
+	case err != nil, n == 0:
+		return peekedClosed, 0 // reset, or nothing before the client's FIN
+	}
+	var header headerScanner
+	header.scan(buf[:n])
+	switch {
+	case header.lines > maxHeaderLines:
+		return peekedOversized, n
+	case header.done:
+		return peekedComplete, n
+	case n == len(buf):
+		return peekedOversized, n
+	}
+	return peekedIncomplete, n
+}
+
+// result returns the count and error of the call just made, given the
+// error of the RawConn's Read or Write around it (only a closed
+// connection's), and lets go of the call's buffer.
+func (c *connCalls) result(rawErr error) (int, error) {
+	n, err := c.n, c.err
+	if rawErr != nil {
+		n, err = 0, rawErr
+	}
+	c.p, c.n, c.err = nil, 0, nil
+	return n, err
+}
+
+// The callbacks return true, so that the RawConn never waits: the socket
+// is non-blocking, and a call that would block fails with EAGAIN.
+
+func (c *connCalls) peekFD(fd uintptr) bool {
+	c.fd = int32(fd)
+	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_PEEK)
+	return true
+}

@@ -1,0 +1,72 @@
+//go:build unix
+
+package listener
+
+import (
+	"io"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAcceptCallsAllocate pins the allocations of ours for a probe
+// answered at accept: the peek allocates only the connection's RawConn,
+// which the read and the write reuse, and the answer, its read, write and
+// close allocate nothing. It logs what net's own TCPListener.Accept
+// allocates besides, which is not ours to pin (6 on Go 1.26 and 1.27: the
+// socket, the connection and their addresses).
+func TestAcceptCallsAllocate(t *testing.T) {
+	const runs = 50
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	// AllocsPerRun calls its function runs+1 times, each on a fresh
+	// connection whose client has written its request.
+	dial := func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = io.WriteString(c, probeRequest)
+		require.NoError(t, err)
+	}
+	for range runs + 1 {
+		dial()
+	}
+	acceptAllocs := testing.AllocsPerRun(runs, func() {
+		nc, err := ln.Accept()
+		require.NoError(t, err)
+		_ = nc.Close()
+	})
+	t.Logf("net's TCPListener.Accept and Close: %v allocations", acceptAllocs)
+	conns := make([]net.Conn, runs+1)
+	for i := range conns {
+		dial()
+		conns[i], err = ln.Accept()
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conns[i].Close() })
+	}
+	calls := newConnCalls()
+	probes := new(fakeProbes)
+	sp := newShortPath(probes.answer)
+	buf := make([]byte, maxRequestBytes)
+
+	next := 0
+	peekAllocs := testing.AllocsPerRun(runs, func() {
+		p, n := calls.peek(conns[next], buf)
+		require.Equal(t, peekedComplete, p)
+		require.Equal(t, len(probeRequest), n)
+		next++
+	})
+	assert.Equal(t, 1.0, peekAllocs, "the peek: the RawConn only")
+
+	next = 0 // the same connections: the peek consumed nothing
+	answerAllocs := testing.AllocsPerRun(runs, func() {
+		_, n := calls.peek(conns[next], buf)
+		require.True(t, sp.answer(calls, conns[next], buf, n))
+		next++
+	})
+	assert.Equal(t, 1.0, answerAllocs, "the peek, the answer and the close: the RawConn only")
+	assert.Equal(t, uint64(runs+1), probes.readiness.Load(), "every probe answered")
+}

@@ -1,0 +1,341 @@
+package listener
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// shortPath answers plain probes in Accept, from the bytes the peek
+// already holds, without handing their connections to net/http.
+//
+// The kernel's accept queue is first in, first out. A local client that
+// keeps it full of complete requests, each on a fresh connection, makes the
+// kubelet's probe wait behind all of them, or has its handshake dropped
+// once the queue overflows: how fast Serve drains that queue is how soon
+// the probe gets its turn. Through net/http every connection costs a
+// goroutine, a 4 KiB read buffer, a write buffer and a map of every request
+// header (some 60 entries for a 4 KiB request) before it is answered, and
+// holds a slot until that goroutine ends. At accept, a plain probe costs a
+// parse of the peeked bytes, a table lookup, a read of those bytes, a write
+// and a close, in the accepting goroutine and its reused buffers, so the
+// queue drains at the kernel's pace: no goroutine, no buffer and no header
+// map per connection, and 7 allocations on Linux, all but one (the
+// connection's syscall.RawConn, see connCalls) net's own
+// TCPListener.Accept's.
+//
+// The answer is the one net/http would write, byte for byte, but the Date
+// value, and it is counted alike, so that nothing tells which path
+// answered a probe (TestShortPathMatchesNetHTTP and FuzzShortPath compare
+// the bytes with net/http's). So the short path takes only requests that
+// net/http is known to answer with the handler's plain answer
+// (parsePlainProbe lists them, and why each exclusion), and every other
+// request reaches net/http exactly as before.
+//
+// A shortPath is used by one goroutine (see reader), so its buffers need
+// no lock.
+type shortPath struct {
+	route AnswerFunc
+	buf   []byte // the answer being written, reused
+	// date is the Date value of the second dateSecond, as net/http
+	// writes it: formatted once a second, not once an answer.
+	date       []byte
+	dateSecond int64
+}
+
+func newShortPath(route AnswerFunc) *shortPath {
+	return &shortPath{
+		route:      route,
+		buf:        make([]byte, 0, 1024),
+		date:       make([]byte, 0, len(http.TimeFormat)),
+		dateSecond: -1 << 63,
+	}
+}
+
+// answer answers nc and closes it, if what nc has sent, the first n bytes
+// the peek copied into buf, is a plain probe; calls is the connCalls that
+// peeked nc. It returns false when it is not one, having done nothing, and
+// net/http is to serve nc.
+//
+// The request is read before the answer is written because Linux answers
+// a close with unread bytes in the receive queue by a reset, which can
+// destroy the answer before the client reads it; once they are read, the
+// close sends a FIN behind the answer, and the client reads the whole
+// answer and then EOF, as from net/http. (net/http reads them into its
+// buffer; it would linger 500 ms before closing only over a body it did
+// not read, and a plain probe has none.) The bytes are those the peek saw,
+// already in the queue, so the read returns at once; should it not return
+// them all, the connection is broken, and it is closed unanswered and
+// uncounted, as net/http counts an answer only once it has read the
+// request.
+//
+// The answer, under 1 KiB, goes into the empty send buffer of a fresh
+// socket, so the write completes at once. Should it not (no buffer memory,
+// or the client already reset), the connection is closed anyway, as
+// net/http's write timeout would end it: nothing waits for a client in
+// Accept. A client that sends more after its request may see a reset too,
+// as from net/http.
+func (sp *shortPath) answer(calls *connCalls, nc net.Conn, buf []byte, n int) bool {
+	answer, counter, ok := sp.plainAnswer(buf, n)
+	if !ok {
+		return false
+	}
+	if calls.read(buf[:n]) {
+		counter.Add(1) // as the handler counts, between the read and the write
+		calls.write(answer)
+	}
+	_ = nc.Close()
+	return true
+}
+
+// plainAnswer returns the answer to the request in buf[:n] and the counter
+// the handler would count it in, if it is a plain probe. A full buf may
+// not hold all the client has sent, so it is never one. The answer is
+// valid until the next call.
+func (sp *shortPath) plainAnswer(buf []byte, n int) ([]byte, *atomic.Uint64, bool) {
+	if n >= len(buf) {
+		return nil, nil, false
+	}
+	p, ok := parsePlainProbe(buf[:n])
+	if !ok {
+		return nil, nil, false
+	}
+	resp, counter := sp.route(p.method, p.path, p.rawQuery)
+	if resp == nil {
+		return nil, nil, false
+	}
+	sp.buf = sp.appendAnswer(sp.buf[:0], p, resp, time.Now())
+	return sp.buf, counter, true
+}
+
+// appendAnswer appends resp, the answer to p, as net/http writes it: the
+// status line with the request's version, the handler's header lines, the
+// Date net/http adds, "Connection: close" for HTTP/1.1 only
+// (keep-alive is off, and to an HTTP/1.0 client a close needs no saying),
+// a blank line, and the body unless the method is HEAD. A HEAD answer keeps
+// the handler's Content-Length.
+func (sp *shortPath) appendAnswer(dst []byte, p plainProbe, resp *Response, now time.Time) []byte {
+	if p.http10 {
+		dst = append(dst, "HTTP/1.0 "...)
+	} else {
+		dst = append(dst, "HTTP/1.1 "...)
+	}
+	dst = strconv.AppendInt(dst, int64(resp.Status), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, http.StatusText(resp.Status)...)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, resp.Header...)
+	dst = append(dst, "Date: "...)
+	dst = append(dst, sp.dateOf(now)...)
+	if !p.http10 {
+		dst = append(dst, "\r\nConnection: close"...)
+	}
+	dst = append(dst, "\r\n\r\n"...)
+	if p.method != http.MethodHead {
+		dst = append(dst, resp.Body...)
+	}
+	return dst
+}
+
+// dateOf returns now as net/http writes a Date header.
+func (sp *shortPath) dateOf(now time.Time) []byte {
+	if s := now.Unix(); s != sp.dateSecond {
+		sp.date = now.UTC().AppendFormat(sp.date[:0], http.TimeFormat)
+		sp.dateSecond = s
+	}
+	return sp.date
+}
+
+// plainProbe is a request the short path answers.
+type plainProbe struct {
+	method   string // http.MethodGet or http.MethodHead
+	path     string // "/healthz" or "/readyz"
+	rawQuery []byte // after the '?'; empty without one
+	http10   bool   // HTTP/1.0; otherwise HTTP/1.1
+}
+
+// parsePlainProbe reports whether req, the whole of what a new connection
+// has sent, is a plain probe, and returns it. It takes only this subset,
+// each part chosen so that net/http is known to answer with the handler's
+// plain answer:
+//
+//   - A request line of exactly GET or HEAD, a target of exactly "/healthz"
+//     or "/readyz" with an optional query of printable ASCII, and HTTP/1.1
+//     or HTTP/1.0, separated by single spaces: anything else (another
+//     method or case, an absolute or escaped target, extra spaces or tabs,
+//     another version, leading blank lines) is net/http's to parse,
+//     reject, route or answer.
+//   - Lines that end in CRLF, each header line a token name, a colon and a
+//     value of printable ASCII, spaces and tabs: net/http also accepts a
+//     bare LF, obs-text bytes and names with a space before the colon, and
+//     folds continuation lines, each with rules of its own (a name with a
+//     space is kept unmatched, so "Host : x" is no Host at all).
+//   - For HTTP/1.1 exactly one Host header and for HTTP/1.0 at most one,
+//     of host characters: net/http refuses a missing or duplicated Host
+//     with 400.
+//   - No Content-Length, Transfer-Encoding or Trailer header: a probe has
+//     no body, and a body is what request smuggling and net/http's own
+//     drains and lingers are made of.
+//   - No Expect (net/http answers 417 to any it does not support) and no
+//     Upgrade (a protocol switch is never a probe).
+//   - For HTTP/1.0, no Connection header: on Go 1.26 net/http answers a
+//     1.0 request that asks for keep-alive with "Connection: keep-alive",
+//     even though it then closes, and on Go 1.27 with no Connection
+//     header; the exclusion keeps the short path out of a
+//     version-dependent answer.
+//   - Nothing after the blank line: a pipelined request, or a body sent
+//     without being declared, is net/http's to deal with.
+//
+// Being stricter than net/http only costs the request the short path; any
+// looser would risk an answer net/http would not give. The caps on the
+// header's size and lines were checked by the peek.
+func parsePlainProbe(req []byte) (plainProbe, bool) {
+	var p plainProbe
+	line, rest, ok := cutLine(req)
+	if !ok {
+		return p, false
+	}
+	switch {
+	case bytes.HasPrefix(line, []byte("GET ")):
+		p.method, line = http.MethodGet, line[len("GET "):]
+	case bytes.HasPrefix(line, []byte("HEAD ")):
+		p.method, line = http.MethodHead, line[len("HEAD "):]
+	default:
+		return p, false
+	}
+	switch {
+	case bytes.HasSuffix(line, []byte(" HTTP/1.1")):
+		line = line[:len(line)-len(" HTTP/1.1")]
+	case bytes.HasSuffix(line, []byte(" HTTP/1.0")):
+		line, p.http10 = line[:len(line)-len(" HTTP/1.0")], true
+	default:
+		return p, false
+	}
+	path, query, _ := bytes.Cut(line, []byte("?"))
+	switch string(path) {
+	case "/healthz":
+		p.path = "/healthz"
+	case "/readyz":
+		p.path = "/readyz"
+	default:
+		return p, false
+	}
+	if !allIn(query, &queryBytes) {
+		return p, false
+	}
+	p.rawQuery = query
+
+	hosts := 0
+	for {
+		line, rest, ok = cutLine(rest)
+		if !ok {
+			return p, false
+		}
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !isToken(name) || !isFieldValue(value) {
+			return p, false
+		}
+		switch {
+		case equalFoldASCII(name, "Host"):
+			hosts++
+			if !isHost(bytes.Trim(value, " \t")) {
+				return p, false
+			}
+		case equalFoldASCII(name, "Connection"):
+			if p.http10 {
+				return p, false
+			}
+		case equalFoldASCII(name, "Content-Length"),
+			equalFoldASCII(name, "Transfer-Encoding"),
+			equalFoldASCII(name, "Trailer"),
+			equalFoldASCII(name, "Expect"),
+			equalFoldASCII(name, "Upgrade"):
+			return p, false
+		}
+	}
+	if len(rest) != 0 || hosts > 1 || hosts == 0 && !p.http10 {
+		return p, false
+	}
+	return p, true
+}
+
+// cutLine cuts b after its first LF, and returns the line before it and
+// what follows. It reports false when there is no LF, or no CR before it.
+// A CR anywhere else in the line is left to the checks of its parts, which
+// all refuse control bytes.
+func cutLine(b []byte) (line, rest []byte, ok bool) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 || b[i-1] != '\r' {
+		return nil, nil, false
+	}
+	return b[:i-1], b[i+1:], true
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110, 5.6.2), as header
+// names must be.
+func isToken(s []byte) bool { return len(s) > 0 && allIn(s, &tokenBytes) }
+
+// isFieldValue reports whether s holds only printable ASCII, spaces and
+// tabs: net/http also takes bytes of 0x80 and above, the short path does
+// not need to.
+func isFieldValue(s []byte) bool { return allIn(s, &fieldValueBytes) }
+
+// isHost reports whether s is a non-empty host of letters, digits and
+// "-.:[]_~%": a name, an IP literal, a port, an IPv6 zone. net/http takes a
+// few more bytes (and an empty Host); the short path does not need to.
+func isHost(s []byte) bool { return len(s) > 0 && allIn(s, &hostBytes) }
+
+var (
+	tokenBytes = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~")
+	hostBytes  = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-.:[]_~%")
+	// A query is printable ASCII but the space; a field value may hold
+	// spaces and tabs too.
+	queryBytes      = printableASCII("")
+	fieldValueBytes = printableASCII(" \t")
+)
+
+func printableASCII(extra string) [256]bool {
+	set := byteSet(extra)
+	for c := '!'; c <= '~'; c++ {
+		set[c] = true
+	}
+	return set
+}
+
+func byteSet(members string) (set [256]bool) {
+	for i := range len(members) {
+		set[members[i]] = true
+	}
+	return set
+}
+
+func allIn(s []byte, set *[256]bool) bool {
+	for _, c := range s {
+		if !set[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// equalFoldASCII reports whether the token s is name, a header name of
+// letters and '-', ignoring ASCII case, as net/http matches header names
+// once it has canonicalised them. Setting bit 0x20 folds a letter's case,
+// leaves '-' as it is, and maps no other token byte onto either.
+func equalFoldASCII(s []byte, name string) bool {
+	if len(s) != len(name) {
+		return false
+	}
+	for i, c := range s {
+		if c|0x20 != name[i]|0x20 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,305 @@
+package listener
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshnode/health/internal/probetest"
+)
+
+// probeRequest is the kubelet's probe, as it sends it.
+const probeRequest = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+
+func TestParsePlainProbe(t *testing.T) {
+	for _, raw := range probetest.PlainProbes() {
+		p, ok := parsePlainProbe([]byte(raw))
+		require.True(t, ok, "%q", raw)
+		method, target, _ := strings.Cut(raw, " ")
+		target, version, _ := strings.Cut(target, " ")
+		path, query, _ := strings.Cut(target, "?")
+		assert.Equal(t, method, p.method, "%q", raw)
+		assert.Equal(t, path, p.path, "%q", raw)
+		assert.Equal(t, query, string(p.rawQuery), "%q", raw)
+		assert.Equal(t, strings.HasPrefix(version, "HTTP/1.0"), p.http10, "%q", raw)
+	}
+	for _, tc := range probetest.NotPlainProbes {
+		_, ok := parsePlainProbe([]byte(tc.Raw))
+		assert.False(t, ok, "%s: %q", tc.Name, tc.Raw)
+	}
+}
+
+// serveReference serves p as Serve's net/http does, but without the
+// limiter and so without the short path, on a fresh loopback listener.
+func serveReference(t testing.TB, p *fakeProbes, ln net.Listener) string {
+	srv := newHTTPServer(p, discardLog)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+	})
+	return ln.Addr().String()
+}
+
+// TestShortPathMatchesNetHTTP is the differential test: ready and not,
+// every request of the short path's shapes, and every request it must
+// leave to net/http, is answered by Serve with the bytes net/http writes
+// for it, but the Date value, and counted alike. (The root's test of the
+// same name runs it with the package's own handler.)
+func TestShortPathMatchesNetHTTP(t *testing.T) {
+	reqs := probetest.PlainProbes()
+	for _, tc := range probetest.NotPlainProbes {
+		reqs = append(reqs, tc.Raw)
+	}
+	for _, ready := range []bool{false, true} {
+		t.Run(map[bool]string{false: "not ready", true: "ready"}[ready], func(t *testing.T) {
+			s := serveTest(t, maxConns)
+			s.probes.ready.Store(ready)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			reference := new(fakeProbes)
+			reference.ready.Store(ready)
+			refAddr := serveReference(t, reference, ln)
+			for _, raw := range reqs {
+				want := probetest.MaskDate(t, exchange(t, refAddr, raw))
+				got := probetest.MaskDate(t, exchange(t, s.addr, raw))
+				require.Equal(t, want, got, "%q", raw)
+			}
+			assert.Equal(t, reference.liveness.Load(), s.probes.liveness.Load())
+			assert.Equal(t, reference.readiness.Load(), s.probes.readiness.Load())
+			assert.Equal(t, reference.other.Load(), s.probes.other.Load())
+			assert.Empty(t, s.logs.String(), "nothing is logged per request")
+		})
+	}
+}
+
+// TestShortPathClosesCleanly checks the close of a connection answered by
+// the short path under a burst: each client writes its request, waits
+// until the server has answered every connection, and only then reads.
+// It must read the whole answer and a clean EOF: had the server closed
+// with the request unread, the kernel would have reset the connection and
+// the answer would be lost.
+func TestShortPathClosesCleanly(t *testing.T) {
+	s := serveTest(t, maxConns)
+	s.probes.ready.Store(true)
+	const clients = 200
+	req := "GET /readyz?verbose HTTP/1.1\r\nHost: x\r\n" + probetest.ManyHeaders(40) + "\r\n"
+	conns := make([]net.Conn, clients)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", s.addr)
+			if !assert.NoError(t, err) {
+				return
+			}
+			conns[i] = c
+			_, err = io.WriteString(c, req)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	probetest.Eventually(t, func() bool { return s.probes.readiness.Load() == clients }, "every client answered")
+	for _, c := range conns {
+		if c == nil {
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		answer, err := io.ReadAll(c)
+		require.NoError(t, err, "EOF, not a reset")
+		assert.True(t, strings.HasPrefix(string(answer), "HTTP/1.1 200 OK\r\n"), "%q", answer)
+		assert.True(t, strings.HasSuffix(string(answer), "\r\n\r\n"+string(fakeVerbose.resp.Body)), "%q", answer)
+		_ = c.Close()
+	}
+}
+
+func TestShortPathDate(t *testing.T) {
+	sp := newShortPath(new(fakeProbes).answer)
+	at := time.Date(2026, 12, 3, 7, 24, 38, 0, time.FixedZone("CET", 3600))
+	for _, now := range []time.Time{at, at.Add(999 * time.Millisecond), at.Add(time.Second), at.Add(-time.Second), time.Unix(0, 0)} {
+		assert.Equal(t, now.UTC().Format(http.TimeFormat), string(sp.dateOf(now)))
+	}
+}
+
+// TestShortPathAllocatesNothing: building an answer allocates nothing of
+// the short path's own, for a query of up to 32 bytes (the root's
+// handler then looks for the key verbose in it without allocating).
+func TestShortPathAllocatesNothing(t *testing.T) {
+	sp := newShortPath(new(fakeProbes).answer)
+	for _, raw := range []string{
+		probeRequest,
+		"HEAD /readyz?x=1&verbose HTTP/1.0\r\n\r\n",
+		"GET /healthz HTTP/1.1\r\nHost: x\r\n" + probetest.ManyHeaders(60) + "\r\n",
+	} {
+		buf := make([]byte, maxRequestBytes)
+		n := copy(buf, raw)
+		allocs := testing.AllocsPerRun(1000, func() {
+			_, _, ok := sp.plainAnswer(buf, n)
+			require.True(t, ok)
+		})
+		assert.Zero(t, allocs, "%q", raw)
+	}
+}
+
+// BenchmarkShortPath measures what the short path does for a kubelet's
+// probe besides its system calls: parse, route, count and build the
+// answer.
+func BenchmarkShortPath(b *testing.B) {
+	sp := newShortPath(new(fakeProbes).answer)
+	buf := make([]byte, maxRequestBytes)
+	n := copy(buf, probeRequest)
+	b.ReportAllocs()
+	for b.Loop() {
+		_, counter, ok := sp.plainAnswer(buf, n)
+		if !ok {
+			b.Fatal("not a plain probe")
+		}
+		counter.Add(1)
+	}
+}
+
+// pipeListener hands net/http the server ends of in-memory connections,
+// so that a fuzz target can have net/http answer thousands of requests a
+// second without a socket each.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// exchange sends raw to net/http over a fresh in-memory connection and
+// returns all it answers before it closes the connection.
+func (l *pipeListener) exchange(t testing.TB, raw []byte) string {
+	client, server := net.Pipe()
+	defer client.Close()
+	select {
+	case l.conns <- server:
+	case <-l.closed:
+		t.Fatal("listener closed")
+	}
+	go func() {
+		// net/http may close before it has read everything.
+		_, _ = client.Write(raw)
+	}()
+	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	answer, err := io.ReadAll(client)
+	if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("%q: %v", raw, err)
+	}
+	return string(answer)
+}
+
+// serveOnPipes serves p as serveReference does, on a pipeListener.
+func serveOnPipes(t testing.TB, p *fakeProbes) *pipeListener {
+	l := newPipeListener()
+	serveReference(t, p, l)
+	return l
+}
+
+// silentConn fails the test on any use: what the short path does not take
+// it must not touch.
+type silentConn struct {
+	net.Conn
+	t testing.TB
+}
+
+func (c silentConn) Read([]byte) (int, error)  { c.t.Fatal("read"); return 0, nil }
+func (c silentConn) Write([]byte) (int, error) { c.t.Fatal("write"); return 0, nil }
+func (c silentConn) Close() error              { c.t.Fatal("close"); return nil }
+
+// FuzzShortPath gives arbitrary request bytes to the short path's parser,
+// ready and not. Whatever the parser takes, net/http (the http.Server
+// Serve uses, on an in-memory connection) must answer with the very bytes
+// the short path builds, but the Date value, and count it in the same
+// counter; whatever it does not take, the short path must leave
+// untouched, for net/http.
+func FuzzShortPath(f *testing.F) {
+	for i, raw := range probetest.PlainProbes() {
+		if i%8 == 0 { // every shape, a fraction of each
+			f.Add([]byte(raw))
+		}
+	}
+	for _, tc := range probetest.NotPlainProbes {
+		f.Add([]byte(tc.Raw))
+	}
+	f.Add([]byte(probeRequest))
+
+	type server struct {
+		p         *fakeProbes
+		sp        *shortPath
+		reference *pipeListener
+	}
+	var servers []server
+	for _, ready := range []bool{false, true} {
+		p := new(fakeProbes)
+		p.ready.Store(ready)
+		servers = append(servers, server{p, newShortPath(p.answer), serveOnPipes(f, p)})
+	}
+
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		buf := make([]byte, maxRequestBytes)
+		n := copy(buf, raw)
+		for _, srv := range servers {
+			before := srv.p.answered()
+			answer, counter, ok := srv.sp.plainAnswer(buf, n)
+			if srv.p.answered() != before {
+				t.Fatalf("%q: counted by plainAnswer, before any read", raw)
+			}
+			if !ok {
+				if srv.sp.answer(nil, silentConn{t: t}, buf, n) {
+					t.Fatalf("%q: answered by the short path", raw)
+				}
+				continue
+			}
+			got := probetest.MaskDate(t, string(answer))
+			counted := counter.Load()
+			want := probetest.MaskDate(t, srv.reference.exchange(t, raw))
+			if got != want {
+				t.Fatalf("%q:\nnet/http:   %q\nshort path: %q", raw, want, got)
+			}
+			// net/http counted it once, in the counter the short path
+			// would have counted it in.
+			if counter.Load() != counted+1 || srv.p.answered() != before+1 {
+				t.Fatalf("%q: net/http did not count it once in the short path's counter", raw)
+			}
+		}
+	})
+}

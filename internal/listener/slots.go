@@ -1,0 +1,439 @@
+package listener
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// maxConns is the most connections net/http holds at once, whatever the
+// descriptor limit: a goroutine and a few KiB of buffers each, far more
+// than a kubelet's one probe at a time needs.
+const maxConns = 256
+
+// connLimit is the bound on net/http's slots for a process whose soft
+// descriptor limit is soft (0 when unknown): a quarter of it, so that the
+// probe port can never starve the agent of descriptors, and at most
+// maxConns. Below a soft limit of 8 the bound is 1; no Go process runs on
+// so few.
+func connLimit(soft uint64) int {
+	if soft == 0 || soft/4 >= maxConns {
+		return maxConns
+	}
+	return max(1, int(soft/4))
+}
+
+// descriptorRetry is how long Accept, out of descriptors, waits for a
+// connection to queue before it asks accept again, and how long it waits
+// when it holds nothing it could close: the rest of the process holds
+// every descriptor, and only time frees one.
+const descriptorRetry = 10 * time.Millisecond
+
+// slotState is where a connection in a slot stands, which decides whether
+// it may be closed to make room.
+type slotState uint8
+
+const (
+	// slotWaiting: no whole request read yet. Evictable, oldest first.
+	slotWaiting slotState = iota
+	// slotActive: a whole request has arrived and is being answered,
+	// which takes microseconds, since nothing after it waits on the
+	// client (see guards.go). Never evicted.
+	slotActive
+	// slotEvicted: closed to make room; counted until its goroutine ends.
+	slotEvicted
+	// slotReleased: no longer counted.
+	slotReleased
+)
+
+// connLimiter is the net.Listener Serve gives net/http. It holds at most
+// limit connections in net/http's slots, each counted until the goroutine
+// serving it has ended, so the bound holds for goroutines and memory as
+// well as sockets. Where a waiting room exists (Linux), only connections
+// whose request header is whole reach the slots, so no slot ever waits on
+// a client. Elsewhere it makes room before it accepts by closing the slot
+// that has waited longest without a request, never a newcomer and never
+// one being answered: a bound that refused newcomers would let a few
+// hundred silent clients lock the kubelet out.
+type connLimiter struct {
+	net.Listener
+	log      LogFunc
+	counters *Counters
+	limit    int
+	// reserve is how many slots are kept for connections being answered
+	// or closed: eviction starts this far below limit, so that under a
+	// flood Accept rarely waits for a goroutine to finish.
+	reserve int
+	// accepting serves the goroutine that calls the listener's Accept.
+	accepting *reader
+	// room is where connections wait for a whole header; nil where
+	// there is none, and Accept does the accepting itself.
+	room *room
+	// handoff carries, when there is a room, what the accepting and the
+	// room's goroutines hand to net/http: a connection and its peek, or
+	// the listener's error.
+	handoff    chan handed
+	done       chan struct{} // closed once Serve stops taking connections
+	stopOnce   sync.Once
+	goroutines sync.WaitGroup // the accepting and the room's goroutines
+
+	mu         sync.Mutex
+	released   sync.Cond    // a slot was released, or shutdown began
+	held       int          // accepted, and their goroutines not yet ended
+	evicted    int          // of held, those closed by the limiter
+	waiting    connList     // of held, those with no request yet, oldest first
+	newest     *limitedConn // the connection admitted last
+	closing    bool         // Serve is shutting down: no connection is admitted
+	floodLog   logGate
+	outOfFDLog logGate
+	pollLog    logGate
+}
+
+// handed is what is handed to net/http through connLimiter.handoff.
+type handed struct {
+	nc  net.Conn
+	p   peeked
+	err error
+}
+
+func newConnLimiter(ln net.Listener, limit int, opts Options) *connLimiter {
+	l := &connLimiter{
+		Listener:  ln,
+		log:       opts.Log,
+		counters:  opts.Counters,
+		limit:     limit,
+		reserve:   limit / 8,
+		accepting: newReader(opts.Answer),
+		done:      make(chan struct{}),
+	}
+	l.released.L = &l.mu
+	opts.Counters.Limit.Add(int64(limit)) // until Serve returns
+	// A listener that is not a socket (a test's, say) has nothing to set.
+	if sc, ok := ln.(syscall.Conn); ok {
+		rc, err := sc.SyscallConn()
+		if err == nil {
+			err = setDeferAccept(rc)
+		}
+		if err != nil {
+			l.log(slog.LevelWarn, "health: cannot defer accept; silent clients will be accepted at once", "err", err)
+		}
+	}
+	size := opts.room
+	if size == 0 {
+		size = roomSize(softDescriptorLimit(), limit)
+	}
+	if size > 0 {
+		l.room = newRoom(l, size, opts.Answer)
+	}
+	if l.room != nil {
+		l.handoff = make(chan handed)
+		l.goroutines.Add(2)
+		go l.acceptLoop()
+		go l.room.run()
+	}
+	return l
+}
+
+// Accept returns the next connection for net/http. With a waiting room it
+// takes what the room's and the accepting goroutines hand on; without
+// one, it accepts, and deals with what the peek finds as they do (see
+// reader.settle).
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		if err := l.makeRoom(); err != nil {
+			return nil, err
+		}
+		if l.room != nil {
+			select {
+			case h := <-l.handoff:
+				if h.err != nil {
+					return nil, h.err
+				}
+				return l.admit(h.nc, h.p), nil
+			case <-l.done:
+				return nil, net.ErrClosed
+			}
+		}
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			if !isOutOfDescriptors(err) {
+				return nil, err
+			}
+			l.outOfDescriptors(err)
+			continue
+		}
+		l.counters.Accepted.Add(1)
+		if p, n := l.accepting.peek(nc); !l.accepting.settle(nc, p, n) {
+			return l.admit(nc, p), nil
+		}
+	}
+}
+
+// hand gives h to net/http's Accept, and reports false, having closed
+// h's connection, once Serve takes no more.
+func (l *connLimiter) hand(h handed) bool {
+	select {
+	case l.handoff <- h:
+		return true
+	case <-l.done:
+		if h.nc != nil {
+			_ = h.nc.Close()
+		}
+		return false
+	}
+}
+
+// makeRoom returns once one more connection can be held within the limit,
+// or net.ErrClosed once Serve is shutting down. It closes and logs outside
+// the lock, so that neither the log nor the wait inside Close holds up the
+// ConnState hooks.
+func (l *connLimiter) makeRoom() error {
+	l.mu.Lock()
+	for !l.closing {
+		if l.held-l.evicted >= l.limit-l.reserve {
+			if victim := l.evictOldest(false); victim != nil {
+				logNow := l.floodLog.due(time.Now())
+				l.mu.Unlock()
+				_ = victim.Conn.Close()
+				if logNow {
+					l.log(slog.LevelWarn, "health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.limit)
+				}
+				l.mu.Lock()
+				continue
+			}
+		}
+		if l.held < l.limit {
+			l.mu.Unlock()
+			return nil
+		}
+		l.released.Wait()
+	}
+	l.mu.Unlock()
+	return net.ErrClosed
+}
+
+// admit counts a connection given to net/http, as p, what the peek found.
+func (l *connLimiter) admit(nc net.Conn, p peeked) net.Conn {
+	c := &limitedConn{Conn: nc, limiter: l}
+	complete := p == peekedComplete
+	l.mu.Lock()
+	l.held++
+	l.newest = c
+	l.counters.Held.Add(1)
+	if complete {
+		c.state = slotActive
+	} else {
+		c.state = slotWaiting
+		l.waiting.pushBack(c)
+	}
+	closing := l.closing && !complete
+	if closing {
+		l.evict(c) // nothing to answer, and it would hold Shutdown
+	}
+	l.mu.Unlock()
+	if closing {
+		_ = nc.Close()
+	}
+	return c
+}
+
+// outOfDescriptors makes room after accept failed for lack of
+// descriptors, rather than backing off as net/http would while the
+// kubelet's connection waits in the kernel's queue, and says so once a
+// minute. accept(2) fails so before it looks at its queue, so it first
+// asks whether anyone is connecting (acceptQueued): with nobody, the
+// shortage is the rest of the process's, and closing a connection would
+// close it for nobody. Then it closes the connection that has waited
+// longest in the room, else the oldest slot without a request, which
+// frees its descriptor at once, or else waits for a slot being answered
+// to end. Only when Serve holds nothing does it wait descriptorRetry.
+func (l *connLimiter) outOfDescriptors(err error) {
+	l.warn(&l.outOfFDLog, "health: out of file descriptors; closing the oldest connections that have not sent a whole request", err)
+	queued, pollErr := acceptQueued(l.Listener, descriptorRetry)
+	if pollErr != nil {
+		l.warn(&l.pollLog, "health: out of file descriptors, and cannot tell whether a connection waits; making room as if one did", pollErr)
+	}
+	if !queued {
+		return
+	}
+	if l.room != nil && l.room.evictOldest() {
+		return
+	}
+	l.mu.Lock()
+	if victim := l.evictOldest(true); victim != nil {
+		l.mu.Unlock()
+		_ = victim.Conn.Close()
+		return
+	}
+	if held := l.held; held > 0 {
+		for l.held >= held && !l.closing {
+			l.released.Wait()
+		}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	time.Sleep(descriptorRetry)
+}
+
+// warn writes msg through gate, with err and the slots held: what an
+// operator sizing the agent's descriptor limit needs.
+func (l *connLimiter) warn(gate *logGate, msg string, err error) {
+	l.mu.Lock()
+	logNow := gate.due(time.Now())
+	held := l.held
+	l.mu.Unlock()
+	if logNow {
+		l.log(slog.LevelWarn, msg, "held", held, "err", err)
+	}
+}
+
+// evictOldest evicts the slot that has waited longest without a request,
+// if there is one, and returns it for the caller to close once it has
+// released l.mu. Unless a newcomer is known to be waiting in the kernel,
+// it spares the connection admitted last: its goroutine may not have run
+// yet, and there may be no one to make room for. l.mu must be held.
+func (l *connLimiter) evictOldest(newcomerWaiting bool) *limitedConn {
+	c := l.waiting.front()
+	if c == nil || (c == l.newest && !newcomerWaiting) {
+		return nil
+	}
+	l.evict(c)
+	l.counters.countEviction()
+	return c
+}
+
+// logGate lets a log line through at most once a minute: clients can
+// provoke each of Serve's warnings, and must not write to the agent's log
+// at will. Its owner's lock guards it.
+type logGate struct{ last time.Time }
+
+// due reports whether the line may be written now, and if so starts the
+// next minute.
+func (g *logGate) due(now time.Time) bool {
+	if now.Sub(g.last) < time.Minute {
+		return false
+	}
+	g.last = now
+	return true
+}
+
+// evict marks a waiting slot evicted; the caller closes it, which its
+// goroutine sees at once on its read. It stays counted until that
+// goroutine ends, so that the bound holds for goroutines as well as
+// sockets. l.mu must be held.
+func (l *connLimiter) evict(c *limitedConn) {
+	l.waiting.remove(c)
+	c.state = slotEvicted
+	l.evicted++
+}
+
+// trackState is the http.Server's ConnState hook. StateActive is reported
+// once net/http has read a request (or given up on one), just before it
+// answers; StateClosed by the connection's own goroutine as its last act,
+// which is where a slot is freed. Serve's handler never hijacks.
+func (l *connLimiter) trackState(nc net.Conn, state http.ConnState) {
+	c, ok := nc.(*limitedConn)
+	if !ok {
+		return
+	}
+	if state == http.StateActive {
+		stopReading(c.Conn)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch state {
+	case http.StateActive:
+		if c.state == slotWaiting {
+			l.waiting.remove(c)
+			c.state = slotActive
+		}
+	case http.StateClosed:
+		l.release(c)
+	}
+}
+
+// release stops counting c, once. l.mu must be held.
+func (l *connLimiter) release(c *limitedConn) {
+	switch c.state {
+	case slotReleased:
+		return
+	case slotWaiting:
+		l.waiting.remove(c)
+	case slotEvicted:
+		l.evicted--
+	}
+	c.state = slotReleased
+	l.held--
+	l.counters.Held.Add(-1)
+	l.released.Broadcast() // Accept and wait may both be waiting
+}
+
+// shutdown closes every connection without a whole request, in the room
+// and in the slots, and stops admitting more: they have nothing to answer
+// and would only hold Serve's shutdown until their header timeout.
+func (l *connLimiter) shutdown() {
+	l.stop()
+	l.mu.Lock()
+	l.closing = true
+	var victims []*limitedConn
+	for c := l.waiting.front(); c != nil; c = l.waiting.front() {
+		l.evict(c)
+		victims = append(victims, c)
+	}
+	l.released.Broadcast()
+	l.mu.Unlock()
+	for _, c := range victims {
+		_ = c.Conn.Close()
+	}
+}
+
+// stop ends the hand-off and closes the room, once.
+func (l *connLimiter) stop() {
+	l.stopOnce.Do(func() {
+		close(l.done)
+		if l.room != nil {
+			l.room.close()
+		}
+	})
+}
+
+// Close closes the listener, which ends the accepting goroutine's Accept,
+// and the room.
+func (l *connLimiter) Close() error {
+	err := l.Listener.Close()
+	l.stop()
+	return err
+}
+
+// wait returns once every goroutine the limiter started, and that of
+// every connection it gave net/http, has ended.
+func (l *connLimiter) wait() {
+	l.goroutines.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.held > 0 {
+		l.released.Wait()
+	}
+}
+
+// limitedConn is a connection in one of net/http's slots.
+type limitedConn struct {
+	net.Conn
+	limiter *connLimiter
+
+	state slotState // guarded by limiter.mu
+	links[limitedConn]
+
+	// Used by the goroutine reading the connection only (net/http's reads
+	// never overlap).
+	read    int           // bytes read so far
+	header  headerScanner // the request header's lines, as read so far
+	refused bool          // the request has been refused as too large
+}
+
+// connList is a list of connections in slots, oldest first.
+type connList = list[limitedConn, *limitedConn]
