@@ -61,11 +61,14 @@ type waiter struct {
 
 type waiterList = list[waiter, *waiter]
 
+// makePoller is newPoller, but where a test makes it fail.
+var makePoller = newPoller
+
 // newRoom returns l's waiting room of size, or nil where none can be
 // made: outside Linux quietly, on Linux with a warning, and l's slots then
 // hold what waits, evicted under a flood.
 func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
-	p, err := newPoller()
+	p, err := makePoller()
 	if err != nil {
 		if !errors.Is(err, errors.ErrUnsupported) {
 			l.log(slog.LevelWarn, "health: cannot make the waiting room; connections without a whole request will wait in connection slots, evicted under a flood", "err", err)
@@ -171,8 +174,10 @@ func (r *room) run() {
 
 // examine peeks again at the connection ev reports, and lets it go once
 // its header is whole, its header is too large or its client has gone.
-// A connection whose client shut its sending side after part of a header
-// goes to net/http, which answers it as it would (400). The peek is made
+// A reset one is closed unpeeked: its receive queue may still hold part
+// of a header, but no one is left to answer. One whose client shut its
+// sending side after part of a header goes to net/http, which answers it
+// as it would. The peek is made
 // outside the lock; a connection evicted meanwhile is its evicter's.
 func (r *room) examine(ev readyEvent) {
 	r.mu.Lock()
@@ -181,7 +186,10 @@ func (r *room) examine(ev readyEvent) {
 	if w == nil {
 		return // dropped since: see drop
 	}
-	p, n := r.reader.peek(w.nc)
+	p, n := peekedClosed, 0
+	if !ev.failed {
+		p, n = r.reader.peek(w.nc)
+	}
 	stays := (p == peekedEmpty || p == peekedIncomplete) && !ev.hangup
 	r.mu.Lock()
 	if stays || r.byID[ev.id] != w {

@@ -26,11 +26,12 @@ type poller struct {
 	waitFn func(fd uintptr) bool
 }
 
-// readyEvent is the poller's report of one connection: its id, and
-// whether its client has shut its side or the connection has failed.
+// readyEvent is the poller's report of one connection: its id, whether
+// its client has shut its sending side (a FIN), and whether the
+// connection has failed (a reset), after which there is no one to answer.
 type readyEvent struct {
-	id     uint64
-	hangup bool
+	id             uint64
+	hangup, failed bool
 }
 
 // epollET is EPOLLET, which package syscall declares as a negative
@@ -108,7 +109,8 @@ func (p *poller) wait() ([]readyEvent, error) {
 	for _, ev := range p.events[:n] {
 		p.ready = append(p.ready, readyEvent{
 			id:     getID(&ev),
-			hangup: ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0,
+			hangup: ev.Events&syscall.EPOLLRDHUP != 0,
+			failed: ev.Events&(syscall.EPOLLHUP|syscall.EPOLLERR) != 0,
 		})
 	}
 	return p.ready, nil

@@ -10,8 +10,8 @@ import "errors"
 type poller struct{}
 
 type readyEvent struct {
-	id     uint64
-	hangup bool
+	id             uint64
+	hangup, failed bool
 }
 
 func newPoller() (*poller, error)           { return nil, errors.ErrUnsupported }

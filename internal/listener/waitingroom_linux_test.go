@@ -1,0 +1,354 @@
+package listener
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshnode/health/internal/probetest"
+)
+
+// roomRig drives a limiter with a waiting room without net/http, so that
+// every close is the room's and every connection that leaves it for
+// net/http is seen: Accept's returns arrive on handed.
+type roomRig struct {
+	t        *testing.T
+	addr     string
+	l        *connLimiter
+	probes   *fakeProbes
+	counters *Counters
+	logs     *probetest.LogBuffer
+	handed   chan net.Conn
+}
+
+// newRoomRig serves a room of size on ln, or on a fresh listener of
+// Listen's for a nil ln.
+func newRoomRig(t *testing.T, ln net.Listener, size int) *roomRig {
+	t.Helper()
+	if ln == nil {
+		var err error
+		ln, err = Listen("127.0.0.1:0")
+		require.NoError(t, err)
+	}
+	r := &roomRig{t: t, addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer), handed: make(chan net.Conn, 64)}
+	r.l = newConnLimiter(ln, maxConns, Options{Answer: r.probes.answer, Counters: r.counters, Log: logTo(r.logs), room: size})
+	require.NotNil(t, r.l.room, r.logs.String())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			nc, err := r.l.Accept()
+			if err != nil {
+				return
+			}
+			r.handed <- nc
+		}
+	}()
+	t.Cleanup(func() {
+		_ = r.l.Close()
+		<-done // the handed channel's buffer holds what it handed since
+		for len(r.handed) > 0 {
+			r.release(<-r.handed)
+		}
+		r.l.wait()
+	})
+	return r
+}
+
+// release closes a connection handed on, as net/http's goroutine would.
+func (r *roomRig) release(nc net.Conn) {
+	_ = nc.Close()
+	r.l.trackState(nc, http.StateClosed)
+}
+
+func (r *roomRig) waiting() int {
+	r.l.room.mu.Lock()
+	defer r.l.room.mu.Unlock()
+	return r.l.room.waiting.len
+}
+
+// partialProbe is a probe's request but its last byte.
+var partialProbe = probeRequest[:len(probeRequest)-1]
+
+// dial connects and writes what.
+func (r *roomRig) dial(what string) net.Conn {
+	r.t.Helper()
+	c, err := net.Dial("tcp", r.addr)
+	require.NoError(r.t, err)
+	r.t.Cleanup(func() { _ = c.Close() })
+	if what != "" {
+		_, err = io.WriteString(c, what)
+		require.NoError(r.t, err)
+	}
+	return c
+}
+
+// dialWaiting connects, writes part of a header, and returns once the
+// connection waits in the room, which is then n long.
+func (r *roomRig) dialWaiting(n int) net.Conn {
+	r.t.Helper()
+	c := r.dial(partialProbe)
+	probetest.Eventually(r.t, func() bool { return r.waiting() == n }, "the connection waiting")
+	return c
+}
+
+// TestRoomLetsGoOnceTheHeaderIsWhole: a connection waits, holding nothing
+// of net/http's, until its header is whole; then a plain probe is
+// answered by the short path and anything else handed to net/http.
+func TestRoomLetsGoOnceTheHeaderIsWhole(t *testing.T) {
+	r := newRoomRig(t, nil, 16)
+	c := r.dialWaiting(1)
+	assert.Zero(t, r.counters.Held.Load(), "no slot while waiting")
+	_, err := io.WriteString(c, "\n")
+	require.NoError(t, err)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(c)
+	require.NoError(t, err)
+	assert.Equal(t, fakeNotReady.resp.Body, []byte(got[strings.Index(string(got), "\r\n\r\n")+4:]))
+	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 503 Service Unavailable\r\n"), "%q", got)
+	assert.Equal(t, uint64(1), r.probes.readiness.Load())
+
+	post := r.dial("POST /readyz HTTP/1.1\r\nHost: x\r\n")
+	probetest.Eventually(t, func() bool { return r.waiting() == 1 }, "the POST waiting")
+	_, err = io.WriteString(post, "\r\n")
+	require.NoError(t, err)
+	select {
+	case nc := <-r.handed:
+		assert.Equal(t, post.LocalAddr().String(), nc.RemoteAddr().String())
+		assert.Equal(t, slotActive, nc.(*limitedConn).state, "a whole request: never evicted")
+		r.release(nc)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the whole POST never reached net/http")
+	}
+	assert.Zero(t, r.waiting())
+	assert.Equal(t, uint64(2), r.counters.Accepted.Load())
+	assert.Zero(t, r.counters.Evicted.Load())
+}
+
+// TestRoomHeaderDeadline: a connection whose header is not whole 2 s after
+// its accept is closed then, not before, and not counted as an eviction;
+// as is one accepted empty (where accept is not deferred, or a SYN
+// cookie).
+func TestRoomHeaderDeadline(t *testing.T) {
+	for _, tc := range []struct{ name, send string }{
+		{"part of a header", partialProbe},
+		{"nothing", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			// Without its descriptor, the limiter cannot defer accept:
+			// an empty connection is accepted at once.
+			r := newRoomRig(t, struct{ net.Listener }{ln}, 16)
+			start := time.Now() // before the accept, so before the deadline's start
+			c := r.dial(tc.send)
+			probetest.Eventually(t, func() bool { return r.waiting() == 1 }, "the connection waiting")
+			require.True(t, probetest.ClosedByServer(c))
+			elapsed := time.Since(start)
+			assert.GreaterOrEqual(t, elapsed, headerTimeout, "closed before its deadline")
+			assert.Less(t, elapsed, headerTimeout+500*time.Millisecond, "closed long after its deadline")
+			assert.Zero(t, r.waiting())
+			assert.Zero(t, r.counters.Evicted.Load(), "a deadline is no eviction")
+			assert.Empty(t, r.logs.String())
+		})
+	}
+}
+
+// TestRoomFullClosesTheOldest: one more connection than the room holds
+// closes the one that has waited longest, an eviction, logged once.
+func TestRoomFullClosesTheOldest(t *testing.T) {
+	r := newRoomRig(t, nil, 3)
+	var conns []net.Conn
+	for i := range 3 {
+		conns = append(conns, r.dialWaiting(i+1))
+	}
+	for i := range 2 {
+		conns = append(conns, r.dial(partialProbe))
+		assert.True(t, probetest.ClosedByServer(conns[i]), "the oldest, %d, closed", i)
+		probetest.Eventually(t, func() bool { return r.counters.Evicted.Load() == uint64(i+1) }, "the eviction counted")
+		assert.Equal(t, 3, r.waiting())
+	}
+	_, err := io.WriteString(conns[2], "\n")
+	require.NoError(t, err)
+	assert.True(t, probetest.ClosedByServer(conns[2]))
+	assert.Equal(t, uint64(1), r.probes.readiness.Load(), "the third still waited, and was answered")
+	assert.Equal(t, 1, probetest.Count(r.logs.String(), `level=WARN msg="health: waiting room full; closing the connections that have waited longest for a whole request" waiting=3`), r.logs.String())
+	assert.NotZero(t, r.counters.LastEviction.Load())
+}
+
+// TestRoomClientGoes: a client that resets, or shuts its side after part
+// of a header, is dealt with at once: the reset closed, whatever its
+// receive queue still holds, the shut-down one handed to net/http, which answers what it read as it would (see
+// TestRoomHalfClosedAsNetHTTP).
+func TestRoomClientGoes(t *testing.T) {
+	r := newRoomRig(t, nil, 16)
+	c := r.dialWaiting(1)
+	require.NoError(t, c.(*net.TCPConn).SetLinger(0))
+	require.NoError(t, c.Close()) // a reset
+	probetest.Eventually(t, func() bool { return r.waiting() == 0 }, "the reset connection closed")
+	select {
+	case nc := <-r.handed:
+		t.Errorf("the reset connection was handed to net/http")
+		r.release(nc)
+	default:
+	}
+
+	c = r.dialWaiting(1)
+	require.NoError(t, c.(*net.TCPConn).CloseWrite())
+	select {
+	case nc := <-r.handed:
+		assert.Equal(t, slotWaiting, nc.(*limitedConn).state, "no whole request: evictable")
+		r.release(nc)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the half-closed connection never reached net/http")
+	}
+	assert.Zero(t, r.waiting())
+	assert.Zero(t, r.counters.Evicted.Load())
+	assert.Equal(t, uint64(2), r.counters.Accepted.Load())
+}
+
+// TestRoomHalfClosedAsNetHTTP: part of a header, then the client's FIN,
+// gets from Serve what it gets from net/http.
+func TestRoomHalfClosedAsNetHTTP(t *testing.T) {
+	s := serveTest(t, maxConns)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refAddr := serveReference(t, new(fakeProbes), ln)
+	halfClosed := func(addr string) string {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, partialProbe)
+		require.NoError(t, err)
+		require.NoError(t, c.(*net.TCPConn).CloseWrite())
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, _ := io.ReadAll(c)
+		return string(got)
+	}
+	assert.Equal(t, halfClosed(refAddr), halfClosed(s.addr))
+}
+
+// TestRoomIgnoresStaleReports: the poller may report a connection after
+// the room has let it go, by then perhaps closed and its descriptor
+// number reused by a newer one. Ids are never reused, so the report finds
+// nothing, and the newer connection is left alone.
+func TestRoomIgnoresStaleReports(t *testing.T) {
+	r := newRoomRig(t, nil, 16)
+	r.dialWaiting(1)
+	r.l.room.mu.Lock()
+	old := *r.l.room.waiting.front()
+	r.l.room.mu.Unlock()
+	require.True(t, r.l.room.evictOldest())
+	newer := r.dialWaiting(1)
+	r.l.room.mu.Lock()
+	current := *r.l.room.waiting.front()
+	r.l.room.mu.Unlock()
+	assert.NotEqual(t, old.id, current.id)
+	t.Logf("descriptors: evicted %d, newer %d", old.fd, current.fd)
+
+	r.l.room.examine(readyEvent{id: old.id, hangup: true})
+	assert.Equal(t, 1, r.waiting(), "the newer connection still waits")
+	r.l.room.examine(readyEvent{id: current.id}) // spurious: nothing new arrived
+	assert.Equal(t, 1, r.waiting(), "an incomplete header stays")
+	_, err := io.WriteString(newer, "\n")
+	require.NoError(t, err)
+	assert.True(t, probetest.ClosedByServer(newer))
+	assert.Equal(t, uint64(1), r.probes.readiness.Load(), "answered")
+}
+
+// TestRoomHoldsAFullCrowd is the issue's attack: 4,096 clients each one
+// byte short of a header. All wait, none is evicted, and a probe is
+// answered meanwhile; one more evicts the oldest; then each client's last
+// byte gets it its answer. The goroutines the crowd costs are the room's
+// and the accepting one's, not one a client.
+func TestRoomHoldsAFullCrowd(t *testing.T) {
+	floodTest(t)
+	const crowd = maxWaiting
+	before := runtime.NumGoroutine()
+	r := newRoomRig(t, nil, crowd)
+	conns := make([]net.Conn, crowd)
+	var wg sync.WaitGroup
+	const dialers = 8
+	for d := range dialers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := d; i < crowd; i += dialers {
+				c, err := net.Dial("tcp", r.addr)
+				if !assert.NoError(t, err) {
+					return
+				}
+				conns[i] = c
+				_, err = io.WriteString(c, partialProbe)
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range conns {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	})
+	probetest.Eventually(t, func() bool { return r.waiting() == crowd }, "the whole crowd waiting")
+	assert.LessOrEqual(t, runtime.NumGoroutine()-before, 4, "goroutines for the crowd")
+	assert.Zero(t, r.counters.Evicted.Load())
+
+	status, _, err := probetest.KubeletProbe(r.addr, "/healthz")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, status, "a whole probe never waits behind the crowd")
+
+	for _, c := range conns {
+		_, err := io.WriteString(c, "\n")
+		require.NoError(t, err)
+	}
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(c)
+		require.NoError(t, err, "client %d", i)
+		require.True(t, strings.HasPrefix(string(got), "HTTP/1.1 503 "), "client %d: %q", i, got)
+	}
+	assert.Equal(t, uint64(crowd), r.probes.readiness.Load())
+	assert.Zero(t, r.counters.Evicted.Load())
+}
+
+// TestShutdownUnderFlood: Serve, its room full of clients that keep
+// coming, returns at once when its ctx ends, well within its bound.
+func TestShutdownUnderFlood(t *testing.T) {
+	floodTest(t)
+	s := serveReadyLimited(t, 8, 64)
+	stop := flood(t, s.addr, 256, stalled)
+	probetest.Eventually(t, func() bool { return s.counters.Evicted.Load() > 0 }, "the room full")
+	start := time.Now()
+	require.NoError(t, s.stop())
+	assert.Less(t, time.Since(start), time.Second, "Serve's shutdown")
+	stop()
+}
+
+// TestNoRoomWithoutEpoll: where the room cannot be made, Serve says so and
+// holds what waits in its slots, evicting the oldest, as outside Linux.
+func TestNoRoomWithoutEpoll(t *testing.T) {
+	makePoller = func() (*poller, error) { return nil, errNoEpoll }
+	defer func() { makePoller = newPoller }()
+	s := serveReadyLimited(t, 2, 0)
+	for range 4 {
+		dialStalled(t, s.addr)
+	}
+	probetest.Eventually(t, func() bool { return s.counters.Evicted.Load() > 0 }, "the slots evicting")
+	assertProbesAnswered(t, s.addr, 2)
+	log := s.logs.String()
+	assert.Equal(t, 1, probetest.Count(log, `level=WARN msg="health: cannot make the waiting room; connections without a whole request will wait in connection slots, evicted under a flood" err="no epoll here"`), log)
+}
+
+var errNoEpoll = errors.New("no epoll here")
