@@ -16,12 +16,25 @@
 // output. Every attacker reconnects as soon as the server closes or answers
 // it; -help lists the kinds, each with a flag for the custom load. -server
 // plain runs a plain http.Server serving the package's Handler with the
-// same timeouts instead of Serve, to compare the two.
+// same timeouts instead of Serve, to compare the two; -server both runs
+// each load against one and then the other, never at once, and prints
+// both rows with health's CPU as a multiple of plain's.
+//
+// -cpus runs the server child under a CPU limit, as the kubelet runs a
+// container with resources.limits.cpu: a CFS quota of that many cores in
+// a 100 ms period, in a cgroup the command makes (cgroup v2's cpu.max or
+// v1's cpu.cfs_quota_us, whichever the machine mounts, found in
+// /proc/self/mountinfo), moves the server child into, and removes at the
+// end, an interrupt included. Loads 15 to 17 have limits of their own.
+// Making a cgroup takes root; when no cgroup can be made, the error names
+// each place tried and why it failed.
 //
 //	go run ./cmd/probeflood                  # every load, 20 s each
 //	go run ./cmd/probeflood -loads           # the table of loads
 //	go run ./cmd/probeflood -load 6 -duration 5s
 //	go run ./cmd/probeflood -load 9 -server plain
+//	go run ./cmd/probeflood -load 1,15,16,17 -server both
+//	go run ./cmd/probeflood -load 13 -cpus 0.25
 //	go run ./cmd/probeflood -load custom -options 500 -slowloris 0 -idle 0
 //	go run ./cmd/probeflood -soak 5m         # the hostile mix for 5 minutes
 //
@@ -35,9 +48,10 @@
 //
 // It runs on Linux only: it reads the kernel's TCP counters and the
 // server's RSS and descriptors from /proc, its CPU time from getrusage, and
-// sets the server's RLIMIT_NOFILE. On other systems it still compiles, so
-// that the module builds everywhere, but it exits at once with a message
-// saying so rather than report figures it could not measure.
+// sets the server's RLIMIT_NOFILE and cgroup. On other systems it still
+// compiles, so that the module builds everywhere, but it exits at once
+// with a message saying so rather than report figures it could not
+// measure.
 package main
 
 import (
@@ -77,7 +91,8 @@ func main() {
 	flag.Float64Var(&custom.bar, "bar", 0, "custom load: the share of probes that must succeed, such as 0.999 (0: report only)")
 	duration := flag.Duration("duration", 20*time.Second, "how long the prober probes under each load")
 	addr := flag.String("addr", "", "probe and attack this loopback address instead of starting a server (server figures are then not reported)")
-	server := flag.String("server", serverHealth, "the server child: health (the package's Listen + Serve) or plain (an http.Server with the package's Handler and the same timeouts)")
+	server := flag.String("server", serverHealth, "the server child: health (the package's Listen + Serve), plain (an http.Server with the package's Handler and the same timeouts), or both: each load against health, then plain, in one table with health's CPU as a multiple of plain's (the run fails on health's bars only)")
+	cpus := flag.Float64("cpus", 0, "run the server child under a CPU limit of this many cores, such as 0.25: a CFS quota (100 ms period) in a cgroup the command makes and removes, v2 or v1, which takes root; for every load without a limit of its own, the custom load and -soak (0: no limit)")
 	soak := flag.Duration("soak", 0, "instead of the loads, run load 9's attackers this long (at most 1h) while probing, then report the server's RSS, goroutines and descriptors before, at the end and 5 s after")
 	flag.Usage = usage
 	flag.Parse()
@@ -90,20 +105,21 @@ func main() {
 		os.Exit(1)
 	}
 
-	var err error
+	err := checkCores("-cpus", *cpus, runtime.NumCPU())
 	switch {
+	case err != nil:
 	case *role == "server":
 		err = runServer(flag.Args())
 	case *role == "attack":
 		err = runAttack(flag.Args())
 	case *role != "":
 		err = fmt.Errorf("unknown -role %q", *role)
-	case *server != serverHealth && *server != serverPlain:
-		err = fmt.Errorf("-server %q: want %s or %s", *server, serverHealth, serverPlain)
+	case *server != serverHealth && *server != serverPlain && *server != serverBoth:
+		err = fmt.Errorf("-server %q: want %s, %s or %s", *server, serverHealth, serverPlain, serverBoth)
 	case *soak != 0:
-		err = runSoak(*soak, *server, *addr)
+		err = runSoak(*soak, *server, *addr, *cpus)
 	default:
-		err = runLoads(*loads, custom, *duration, *addr, *server)
+		err = runLoads(*loads, custom, *duration, *addr, *server, *cpus)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probeflood:", err)
@@ -113,8 +129,8 @@ func main() {
 
 func usage() {
 	out := flag.CommandLine.Output()
-	fmt.Fprintf(out, "usage: probeflood [-load 1,...,%d,custom] [-duration 20s] [-server health|plain] [-addr 127.0.0.1:PORT] [custom load flags]\n", len(allLoads))
-	fmt.Fprintf(out, "       probeflood -soak 5m [-server health|plain]\n       probeflood -loads\n\nloads (all of them by default):\n\n")
+	fmt.Fprintf(out, "usage: probeflood [-load 1,...,%d,custom] [-duration 20s] [-server health|plain|both] [-cpus 0.25] [-addr 127.0.0.1:PORT] [custom load flags]\n", len(allLoads))
+	fmt.Fprintf(out, "       probeflood -soak 5m [-server health|plain] [-cpus 0.25]\n       probeflood -loads\n\nloads (all of them by default):\n\n")
 	writeLoads(out)
 	fmt.Fprintf(out, "\ncustom: the attacker counts below, -server-nofile, -probe-delay and -bar\n\nattackers (each reconnects as soon as the server closes or answers it):\n")
 	for _, k := range kinds {
@@ -127,17 +143,19 @@ func usage() {
 // writeLoads prints the table of loads, the one list of them: -loads and
 // -help show it, and docs/load.md quotes it.
 func writeLoads(w io.Writer) {
-	fmt.Fprintln(w, "| load | what it is | attackers | server fd limit | probe writes after its handshake | bar, on both endpoints |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, tableHead("load", "what it is", "attackers", "server fd limit", "server CPU limit", "probe writes after its handshake", "bar, on both endpoints"))
 	for _, l := range allLoads {
-		nofile, delay := "as inherited", "at once"
+		nofile, cpus, delay := "as inherited", "none", "at once"
 		if l.serverNofile > 0 {
 			nofile = fmt.Sprint(l.serverNofile)
+		}
+		if l.cpus > 0 {
+			cpus = fmt.Sprintf("%v cores", l.cpus)
 		}
 		if l.probeDelay > 0 {
 			delay = fmt.Sprint(l.probeDelay)
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | ≥ %s %% |\n", l.id, l.name, l.clients.describe(), nofile, delay, strconv.FormatFloat(100*l.bar, 'f', -1, 64))
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | ≥ %s %% |\n", l.id, l.name, l.clients.describe(), nofile, cpus, delay, strconv.FormatFloat(100*l.bar, 'f', -1, 64))
 	}
 }
 
@@ -149,6 +167,9 @@ type load struct {
 	serverNofile int           // the server's RLIMIT_NOFILE, soft and hard; 0 leaves it
 	probeDelay   time.Duration // between the probe's handshake and its request
 	bar          float64       // the share of probes that must succeed; 0 (custom only) = report only
+	// cpus is the server's CPU limit in cores, a CFS quota in a cgroup, as
+	// the kubelet sets for a container's resources.limits.cpu; 0 is none.
+	cpus float64
 }
 
 // hostileMix is every hostile kind at once (maxrequest, valid requests, is
@@ -179,7 +200,9 @@ var hostileMix = func() counts {
 var synCookies = counts{"idle": 8000, "churn": 8}
 
 // allLoads is the table of loads. Loads 11 and 12 are the SYN-cookie
-// case; 13 and 14 a queue of complete requests.
+// case; 13 and 14 a queue of complete requests; 15 to 17 run the server
+// under a CPU limit, as a node agent's DaemonSet may set one, where the
+// CPU a flood costs the server is taken from its answers to the probe.
 var allLoads = []load{
 	{id: 1, name: "1,000 slowloris + 1,000 idle", clients: counts{"slowloris": 1000, "idle": 1000}, bar: 0.999},
 	{id: 2, name: "load 1, server fd limit 1024", clients: counts{"slowloris": 1000, "idle": 1000}, serverNofile: 1024, bar: 0.999},
@@ -195,6 +218,9 @@ var allLoads = []load{
 	{id: 12, name: "load 11, server fd limit 128", clients: synCookies, serverNofile: 128, probeDelay: 20 * time.Millisecond, bar: 0.90},
 	{id: 13, name: "4,000 complete ~4 KiB requests", clients: counts{"maxrequest": 4000}, bar: 0.999},
 	{id: 14, name: "6,000 complete ~4 KiB requests", clients: counts{"maxrequest": 6000}, bar: 0.97},
+	{id: 15, name: "load 1, server at 0.25 cores", clients: counts{"slowloris": 1000, "idle": 1000}, cpus: 0.25, bar: 0.999},
+	{id: 16, name: "load 1, server at 0.05 cores", clients: counts{"slowloris": 1000, "idle": 1000}, cpus: 0.05, bar: 0.999},
+	{id: 17, name: "hostile mix (load 9), server at 0.25 cores", clients: hostileMix, cpus: 0.25, bar: 0.999},
 }
 
 // allLoadIDs is the default -load: every load.
@@ -207,8 +233,11 @@ func allLoadIDs() string {
 }
 
 // selectLoads returns the loads named in spec, custom standing for the one
-// the command line describes.
-func selectLoads(spec string, custom load) ([]load, error) {
+// the command line describes. A CPU limit of cpus cores (-cpus; 0 is none)
+// applies to every load that has none of its own, and says so in its
+// name; a load with its own limit keeps it, so that load 15 is always
+// what the table says it is.
+func selectLoads(spec string, custom load, cpus float64) ([]load, error) {
 	var out []load
 	for _, f := range strings.Split(spec, ",") {
 		if strings.TrimSpace(f) == "custom" {
@@ -216,12 +245,20 @@ func selectLoads(spec string, custom load) ([]load, error) {
 				return nil, err
 			}
 			custom.name = fmt.Sprintf("custom: %s, server fd limit %d, probe delay %v", custom.clients.describe(), custom.serverNofile, custom.probeDelay)
+			if cpus > 0 {
+				custom.name += fmt.Sprintf(", server at %v cores", cpus)
+				custom.cpus = cpus
+			}
 			out = append(out, custom)
 			continue
 		}
 		found := false
 		for _, l := range allLoads {
 			if fmt.Sprint(l.id) == strings.TrimSpace(f) {
+				if l.cpus == 0 && cpus > 0 {
+					l.name += fmt.Sprintf(", server at %v cores (-cpus)", cpus)
+					l.cpus = cpus
+				}
 				out = append(out, l)
 				found = true
 			}

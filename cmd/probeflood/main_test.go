@@ -32,7 +32,7 @@ func TestRequireLoopback(t *testing.T) {
 
 func TestSelectLoads(t *testing.T) {
 	custom := load{clients: counts{"slowloris": 10, "idle": 20, "churn": -1}, serverNofile: 512, probeDelay: 5 * time.Millisecond}
-	loads, err := selectLoads("4, 1,custom", custom)
+	loads, err := selectLoads("4, 1,custom", custom, 0)
 	require.NoError(t, err)
 	require.Len(t, loads, 3)
 	assert.Equal(t, 4, loads[0].id)
@@ -42,23 +42,23 @@ func TestSelectLoads(t *testing.T) {
 
 	custom.clients["options"] = 5
 	custom.clients["noread"] = 7
-	loads, err = selectLoads("custom", custom)
+	loads, err = selectLoads("custom", custom, 0)
 	require.NoError(t, err)
 	assert.Equal(t, "custom: 10 slowloris + 20 idle + churn (one loop per core) + 5 options + 7 noread, server fd limit 512, probe delay 5ms", loads[0].name)
 
-	_, err = selectLoads("15", custom)
-	assert.EqualError(t, err, `-load: no load "15" (have 1 to 14, and custom)`)
+	_, err = selectLoads("18", custom, 0)
+	assert.EqualError(t, err, `-load: no load "18" (have 1 to 17, and custom)`)
 	custom.clients["idle"] = -1
-	_, err = selectLoads("custom", custom)
+	_, err = selectLoads("custom", custom, 0)
 	assert.EqualError(t, err, "-idle -1: want a count of 0 or more (-1, one loop per core, is for the kinds that loop)")
 }
 
 // The default runs every load, and the loads are numbered 1, 2, ... in
 // order, so that -load N is the table's row N.
 func TestAllLoads(t *testing.T) {
-	loads, err := selectLoads(allLoadIDs(), load{})
+	loads, err := selectLoads(allLoadIDs(), load{}, 0)
 	require.NoError(t, err)
-	require.Len(t, loads, 14)
+	require.Len(t, loads, 17)
 	for i, l := range loads {
 		assert.Equal(t, i+1, l.id)
 		assert.NotEmpty(t, l.name)
@@ -96,6 +96,45 @@ func TestAllLoads(t *testing.T) {
 	assert.Equal(t, 0.999, loads[12].bar)
 	assert.Equal(t, counts{"maxrequest": 6000}, loads[13].clients)
 	assert.Equal(t, 0.97, loads[13].bar)
+	// Under a CPU limit: load 1 at 0.25 and 0.05 cores, the hostile mix at
+	// 0.25; no load before them has one.
+	for _, l := range loads[:14] {
+		assert.Zero(t, l.cpus, l.name)
+	}
+	for i, want := range []struct {
+		clients counts
+		cpus    float64
+	}{{loads[0].clients, 0.25}, {loads[0].clients, 0.05}, {hostileMix, 0.25}} {
+		l := loads[14+i]
+		assert.Equal(t, want.clients, l.clients, l.name)
+		assert.Equal(t, want.cpus, l.cpus, l.name)
+		assert.Equal(t, 0.999, l.bar, l.name)
+		assert.Zero(t, l.serverNofile, l.name)
+		assert.Zero(t, l.probeDelay, l.name)
+	}
+}
+
+// -cpus limits every load without a limit of its own, and says so in its
+// name; loads 15 to 17 keep theirs.
+func TestSelectLoadsCPUs(t *testing.T) {
+	custom := load{clients: counts{"idle": 20}}
+	loads, err := selectLoads("1,16,custom", custom, 0.5)
+	require.NoError(t, err)
+	require.Len(t, loads, 3)
+	assert.Equal(t, 0.5, loads[0].cpus)
+	assert.Equal(t, "1,000 slowloris + 1,000 idle, server at 0.5 cores (-cpus)", loads[0].name)
+	assert.Equal(t, 0.05, loads[1].cpus)
+	assert.Equal(t, "load 1, server at 0.05 cores", loads[1].name)
+	assert.Equal(t, 0.5, loads[2].cpus)
+	assert.Equal(t, "custom: 20 idle, server fd limit 0, probe delay 0s, server at 0.5 cores", loads[2].name)
+	assert.Zero(t, allLoads[0].cpus, "the table itself is left as it is")
+	assert.Equal(t, "1,000 slowloris + 1,000 idle", allLoads[0].name)
+
+	loads, err = selectLoads("1,custom", custom, 0)
+	require.NoError(t, err)
+	assert.Zero(t, loads[0].cpus)
+	assert.Zero(t, loads[1].cpus)
+	assert.Equal(t, "custom: 20 idle, server fd limit 0, probe delay 0s", loads[1].name)
 }
 
 // docs/load.md quotes the table -loads prints, so that the loads are
@@ -218,11 +257,11 @@ func TestResultLines(t *testing.T) {
 	got, err := parseServerResult(line)
 	require.NoError(t, err)
 	assert.Equal(t, sr, got)
-	assert.Equal(t, "17.5 MiB | 293 | 0.67 | 3906 | 12 ms", serverCells(got))
+	assert.Equal(t, "17.5 MiB | 293 | 0.67 | 3906 | 12 ms", strings.Join(serverCells(&got), " | "))
 	got, err = parseServerResult("goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0")
 	require.NoError(t, err)
 	assert.Equal(t, "n/a", formatCores(got.cores))
-	assert.Equal(t, "5.9 MiB | 5 | n/a | n/a | 0 ms", serverCells(got))
+	assert.Equal(t, "5.9 MiB | 5 | n/a | n/a | 0 ms", strings.Join(serverCells(&got), " | "))
 	_, err = parseServerResult("goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=0.5") // an old child
 	assert.Error(t, err)
 
@@ -284,9 +323,10 @@ func TestSummary(t *testing.T) {
 // The soak is bounded, and refuses what it could not measure; these
 // return before starting anything.
 func TestSoakBounds(t *testing.T) {
-	assert.ErrorContains(t, runSoak(-time.Second, serverHealth, ""), "want more than 0")
-	assert.ErrorContains(t, runSoak(2*time.Hour, serverHealth, ""), "at most 1h0m0s")
-	assert.ErrorContains(t, runSoak(time.Minute, serverHealth, "127.0.0.1:9101"), "leave -addr out")
+	assert.ErrorContains(t, runSoak(-time.Second, serverHealth, "", 0), "want more than 0")
+	assert.ErrorContains(t, runSoak(2*time.Hour, serverHealth, "", 0), "at most 1h0m0s")
+	assert.ErrorContains(t, runSoak(time.Minute, serverHealth, "127.0.0.1:9101", 0), "leave -addr out")
+	assert.EqualError(t, runSoak(time.Minute, serverBoth, "", 0), "-soak runs one server: -server health or plain, not both")
 }
 
 // A table's delimiter row has a cell for each column of its header, or

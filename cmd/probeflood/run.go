@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -14,33 +15,125 @@ import (
 // every probe meets the full load.
 const warmup = 3 * time.Second
 
-func runLoads(spec string, custom load, d time.Duration, addr, server string) error {
-	loads, err := selectLoads(spec, custom)
+// runLoads runs the loads spec names, each against server, or with
+// -server both against health and then plain, one after the other so that
+// neither takes CPU from the other's run. The run fails when a load is
+// below its bar, health's in the case of both: the bars are the package's,
+// and the plain server is the yardstick.
+func runLoads(spec string, custom load, d time.Duration, addr, server string, cpus float64) (err error) {
+	loads, err := selectLoads(spec, custom, cpus)
 	if err != nil {
 		return err
+	}
+	both := server == serverBoth
+	servers := []string{server}
+	if both {
+		servers = []string{serverHealth, serverPlain}
 	}
 	target := "server: " + serverTitle(server)
 	if addr != "" {
 		if err := requireLoopback(addr); err != nil {
 			return err
 		}
+		if err := needsOwnServer(loads, server); err != nil {
+			return err
+		}
 		target = "target: " + addr + " (started elsewhere)"
 	}
+	cg, release, err := cpuCgroupFor(loadsLimit(loads, cpus))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := release(); err == nil {
+			err = rerr
+		}
+	}()
+	if cg != nil {
+		target += "; CPU limits: " + cg.String()
+	}
 	fmt.Printf("probeflood: %s; %d s of probes per load, a probe to each endpoint every %v, timeout %v\n\n", target, int(d.Seconds()), probeEvery, probeTimeout)
-	fmt.Println(tableHead("load", "/healthz ok", "/readyz ok", "p50", "p99", "attacker connects/s", "attacker connects failed", "kernel: accept queue overflows / SYN queue full (cookies, drops)", "server peak RSS", "server peak goroutines", "server CPU (cores busy)", "server evictions/s", "Serve returned after cancel", "bar"))
+	fmt.Println(tableHead(loadColumns(both)...))
 	failed := false
 	for _, l := range loads {
-		row, passed, err := runLoad(l, d, addr, server)
-		if err != nil {
-			return fmt.Errorf("load %q: %w", l.name, err)
+		var rows []loadResult
+		for _, s := range servers {
+			r, err := runLoad(l, d, addr, s, cg)
+			if err != nil {
+				return fmt.Errorf("load %q, %s server: %w", l.name, s, err)
+			}
+			rows = append(rows, r)
 		}
-		fmt.Println(row)
-		failed = failed || !passed
+		if both {
+			fmt.Println(formatBoth(rows[0], rows[1]))
+		} else {
+			fmt.Println(formatRow(rows[0], false, ""))
+		}
+		failed = failed || !rows[0].passed
 	}
 	if failed {
 		return fmt.Errorf("a load fell below its bar")
 	}
 	return nil
+}
+
+// needsOwnServer refuses, with -addr, what only a server this command
+// starts can do: run both servers, or one under a CPU limit.
+func needsOwnServer(loads []load, server string) error {
+	if server == serverBoth {
+		return fmt.Errorf("-server %s starts each server itself: leave -addr out", serverBoth)
+	}
+	for _, l := range loads {
+		if l.cpus > 0 {
+			return fmt.Errorf("load %s runs the server under a CPU limit of %v cores, so it starts the server itself: leave -addr out", loadID(l), l.cpus)
+		}
+	}
+	return nil
+}
+
+// loadsLimit is the CPU limit the first of the loads with one has, and
+// which loads have one, to name them when no cgroup can be made.
+func loadsLimit(loads []load, flagCPUs float64) (first float64, what string) {
+	var ids []string
+	for _, l := range loads {
+		if l.cpus > 0 {
+			first = cmp.Or(first, l.cpus)
+			ids = append(ids, loadID(l))
+		}
+	}
+	what = "the CPU limit of load " + strings.Join(ids, ", ")
+	if len(ids) > 1 {
+		what = "the CPU limits of loads " + strings.Join(ids, ", ")
+	}
+	if flagCPUs > 0 {
+		what += fmt.Sprintf(" (-cpus %v)", flagCPUs)
+	}
+	return first, what
+}
+
+// cpuCgroupFor makes the cgroup for a CPU limit of cores, if there is one
+// (each load sets its own quota before its server starts), and returns it
+// with the function that removes it. It is made before the first load
+// runs, so that a machine without one fails at once rather than after the
+// loads before; what names what needs it in the error.
+func cpuCgroupFor(cores float64, what string) (*cpuCgroup, func() error, error) {
+	if cores == 0 {
+		return nil, func() error { return nil }, nil
+	}
+	cg, err := newCPUCgroup(cores)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	stop := cg.removeOnSignal()
+	return cg, func() error { stop(); return cg.remove() }, nil
+}
+
+// loadID is how a message names a load: its number, or custom.
+func loadID(l load) string {
+	if l.id == 0 {
+		return "custom"
+	}
+	return fmt.Sprint(l.id)
 }
 
 // child is a running child process of this command.
@@ -99,12 +192,25 @@ func (c *child) send(line string) error {
 }
 
 // startServer starts the server child and returns it with its address.
-func startServer(server string, nofile int) (*child, string, error) {
+// With cores > 0 it runs in cg under that quota, moved in (every thread
+// of it) as soon as it starts, seconds before the probing window opens.
+func startServer(server string, nofile int, cg *cpuCgroup, cores float64) (*child, string, error) {
+	if cores > 0 {
+		if err := cg.setQuota(cores); err != nil {
+			return nil, "", err
+		}
+	}
 	c, err := startChild("-role=server", "--", "-server", server, "-nofile", fmt.Sprint(nofile))
 	if err != nil {
 		return nil, "", err
 	}
-	addr, err := c.line("addr")
+	if cores > 0 {
+		err = cg.add(c.cmd.Process)
+	}
+	var addr string
+	if err == nil {
+		addr, err = c.line("addr")
+	}
 	if err != nil {
 		_ = c.cmd.Process.Kill()
 		_ = c.cmd.Wait()
@@ -160,33 +266,22 @@ func probeCells(results map[string][]outcome, bar float64) (healthz, readyz, p50
 	return cells[0], cells[1], roundMs(q50), roundMs(q99), passed
 }
 
-// tableHead returns a markdown table's header row and the delimiter row
-// beneath it, which must have as many cells, or the table is not drawn.
-func tableHead(columns ...string) string {
-	return "| " + strings.Join(columns, " | ") + " |\n|" + strings.Repeat("---|", len(columns))
-}
-
-// serverCells formats the server's peak RSS, peak goroutines, CPU,
-// evictions a second and shutdown time.
-func serverCells(r serverResult) string {
-	evictions := "n/a"
-	if r.evictions >= 0 {
-		evictions = fmt.Sprintf("%.0f", r.evictions)
+func runLoad(l load, d time.Duration, addr, server string, cg *cpuCgroup) (loadResult, error) {
+	r := loadResult{name: l.name, server: server, bar: l.bar}
+	if l.id > 0 {
+		r.name = fmt.Sprintf("%d. %s", l.id, l.name)
 	}
-	return fmt.Sprintf("%.1f MiB | %d | %s | %s | %.0f ms", float64(r.rssKiB)/1024, r.goroutines, formatCores(r.cores), evictions, r.shutdownMs)
-}
-
-func runLoad(l load, d time.Duration, addr, server string) (row string, passed bool, err error) {
 	var srv *child
 	if addr == "" {
-		if srv, addr, err = startServer(server, l.serverNofile); err != nil {
-			return "", false, err
+		var err error
+		if srv, addr, err = startServer(server, l.serverNofile, cg, l.cpus); err != nil {
+			return r, err
 		}
 		defer srv.cmd.Process.Kill() // a no-op once it has exited
 	}
 	attack, err := startAttack(addr, l.clients, warmup+d+30*time.Second)
 	if err != nil {
-		return "", false, err
+		return r, err
 	}
 	defer attack.cmd.Process.Kill()
 	time.Sleep(warmup)
@@ -194,54 +289,31 @@ func runLoad(l load, d time.Duration, addr, server string) (row string, passed b
 	kernelBefore := readKernelCounters()
 	if srv != nil {
 		if err := srv.send(markStart); err != nil {
-			return "", false, err
+			return r, err
 		}
 	}
 	results := probeFor(addr, d, l.probeDelay)
 	if srv != nil {
 		if err := srv.send(markEnd); err != nil {
-			return "", false, err
+			return r, err
 		}
 	}
-	kernel := readKernelCounters().since(kernelBefore)
+	r.kernel = readKernelCounters().since(kernelBefore)
 	if err := attack.send("mark"); err != nil {
-		return "", false, err
+		return r, err
 	}
-
-	serverFigures := "n/a | n/a | n/a | n/a"
 	if srv != nil {
 		res, err := stopServer(srv) // under load: the attackers are still at it
 		if err != nil {
-			return "", false, err
+			return r, err
 		}
-		serverFigures = serverCells(res)
+		r.srv = &res
 	}
-	ar, err := stopAttack(attack)
-	if err != nil {
-		return "", false, err
+	if r.attack, err = stopAttack(attack); err != nil {
+		return r, err
 	}
-
-	healthz, readyz, p50, p99, passed := probeCells(results, l.bar)
-	name := l.name
-	if l.id > 0 {
-		name = fmt.Sprintf("%d. %s", l.id, l.name)
-	}
-	row = fmt.Sprintf("| %s | %s | %s | %s | %s | %.0f | %d | %d / %d, %d | %s | %s |", name, healthz, readyz,
-		p50, p99, ar.rate(), ar.dialErrors,
-		kernel.listenOverflows, kernel.synQueueCookies, kernel.synQueueDrops, serverFigures, barCell(l.bar, passed))
-	return row, passed, nil
-}
-
-// barCell says what the bar was and whether the probes reached it.
-func barCell(bar float64, passed bool) string {
-	if bar <= 0 {
-		return "report only"
-	}
-	verdict := "pass"
-	if !passed {
-		verdict = "FAIL"
-	}
-	return fmt.Sprintf("≥ %.1f%%: %s", 100*bar, verdict)
+	r.healthz, r.readyz, r.p50, r.p99, r.passed = probeCells(results, l.bar)
+	return r, nil
 }
 
 func roundMs(d time.Duration) string {

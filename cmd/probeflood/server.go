@@ -25,12 +25,18 @@ import (
 const (
 	serverHealth = "health" // the package's Listen and Serve
 	serverPlain  = "plain"  // a plain http.Server with the package's Handler
+	// serverBoth is not a child's: each load runs against health, then
+	// plain.
+	serverBoth = "both"
 )
 
 // serverTitle says in the table's title which server ran.
 func serverTitle(s string) string {
-	if s == serverPlain {
+	switch s {
+	case serverPlain:
 		return "plain http.Server{Handler: Handler()}, 2 s timeouts, 4 KiB header cap, keep-alive off"
+	case serverBoth:
+		return "each load against health Listen + Serve, then against " + serverTitle(serverPlain)
 	}
 	return "health Listen + Serve"
 }

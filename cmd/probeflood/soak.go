@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -21,16 +22,32 @@ const (
 // of the attack on, then stops the attackers, waits soakSettle, and prints
 // the server's RSS, goroutines and open descriptors at three points with
 // the probes' success over the whole soak.
-func runSoak(d time.Duration, server, addr string) error {
+func runSoak(d time.Duration, server, addr string, cpus float64) (err error) {
 	if addr != "" {
 		return errors.New("-soak reads the server's own figures, so it starts its own server: leave -addr out")
+	}
+	if server == serverBoth {
+		return fmt.Errorf("-soak runs one server: -server %s or %s, not %s", serverHealth, serverPlain, serverBoth)
 	}
 	if d <= 0 || d > maxSoak {
 		return fmt.Errorf("-soak %v: want more than 0 and at most %v", d, maxSoak)
 	}
-	fmt.Printf("probeflood soak: server: %s; %v of the hostile mix (%s), probed throughout, a probe to each endpoint every %v, timeout %v; then %v to settle\n\n",
-		serverTitle(server), d, hostileMix.describe(), probeEvery, probeTimeout, soakSettle)
-	srv, addr, err := startServer(server, 0)
+	cg, release, err := cpuCgroupFor(cpus, fmt.Sprintf("the soak's CPU limit (-cpus %v)", cpus))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := release(); err == nil {
+			err = rerr
+		}
+	}()
+	limit := ""
+	if cg != nil {
+		limit = fmt.Sprintf(", at %v cores (%s)", cpus, cg)
+	}
+	fmt.Printf("probeflood soak: server: %s%s; %v of the hostile mix (%s), probed throughout, a probe to each endpoint every %v, timeout %v; then %v to settle\n\n",
+		serverTitle(server), limit, d, hostileMix.describe(), probeEvery, probeTimeout, soakSettle)
+	srv, addr, err := startServer(server, 0, cg, cpus)
 	if err != nil {
 		return err
 	}
@@ -92,7 +109,7 @@ func runSoak(d time.Duration, server, addr string) error {
 	healthz, readyz, p50, p99, passed := probeCells(results, soakBar)
 	fmt.Println()
 	fmt.Println(tableHead("/healthz ok", "/readyz ok", "p50", "p99", "attacker connects/s", "server peak RSS", "server peak goroutines", "server CPU (cores busy)", "server evictions/s", "Serve returned after cancel", "bar"))
-	fmt.Printf("| %s | %s | %s | %s | %.0f | %s | %s |\n", healthz, readyz, p50, p99, ar.rate(), serverCells(res), barCell(soakBar, passed))
+	fmt.Printf("| %s | %s | %s | %s | %.0f | %s | %s |\n", healthz, readyz, p50, p99, ar.rate(), strings.Join(serverCells(&res), " | "), barCell(soakBar, passed))
 	if !passed {
 		return errors.New("the soak fell below its bar")
 	}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sampleResult is a row as runLoad fills it, with the server's CPU given.
+func sampleResult(server string, cores float64, passed bool) loadResult {
+	return loadResult{
+		name: "15. load 1, server at 0.25 cores", server: server,
+		healthz: "100.00% (200/200)", readyz: "99.50% (199/200)", p50: "7.5 ms", p99: "34.2 ms",
+		passed: passed, bar: 0.999,
+		attack: attackResult{dials: 1000, seconds: 10, dialErrors: 3},
+		kernel: kernelCounters{listenOverflows: 1, synQueueCookies: 2, synQueueDrops: 4},
+		srv:    &serverResult{goroutines: 260, rssKiB: 17510, shutdownMs: 5, cores: cores, evictions: 17276},
+	}
+}
+
+// Each row has a cell for every column, in both tables.
+func TestLoadTableShape(t *testing.T) {
+	for _, both := range []bool{false, true} {
+		cols := loadColumns(both)
+		row := formatRow(sampleResult(serverHealth, 0.5, true), both, "2.0×")
+		assert.Equal(t, len(cols), strings.Count(row, " | ")+1, "both=%v: %s", both, row)
+		assert.Equal(t, len(cols), strings.Count(tableHead(cols...), "---|"))
+	}
+	assert.Equal(t, "server", loadColumns(true)[1])
+	assert.NotContains(t, loadColumns(false), "server")
+	assert.NotContains(t, loadColumns(false), "health's CPU ÷ plain's")
+}
+
+// One server: the row as it always was.
+func TestFormatRowOneServer(t *testing.T) {
+	assert.Equal(t, "| 15. load 1, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 260 | 0.25 | 17276 | 5 ms | ≥ 99.9%: pass |",
+		formatRow(sampleResult(serverHealth, 0.25, true), false, "ignored"))
+	// Started elsewhere (-addr): every server cell n/a.
+	r := sampleResult(serverHealth, 0, false)
+	r.srv = nil
+	assert.Equal(t, "| 15. load 1, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | n/a | n/a | n/a | n/a | n/a | ≥ 99.9%: FAIL |",
+		formatRow(r, false, ""))
+}
+
+// Both servers: a row each, health's first, the server named, and the
+// ratio of health's CPU to plain's beside the CPU on health's row.
+func TestFormatBoth(t *testing.T) {
+	out := formatBoth(sampleResult(serverHealth, 0.24, true), sampleResult(serverPlain, 0.06, false))
+	rows := strings.Split(out, "\n")
+	require.Len(t, rows, 2)
+	assert.Equal(t, "| 15. load 1, server at 0.25 cores | health | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 260 | 0.24 | 4.0× | 17276 | 5 ms | ≥ 99.9%: pass |", rows[0])
+	assert.Equal(t, "| 15. load 1, server at 0.25 cores | plain | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 260 | 0.06 | — | 17276 | 5 ms | ≥ 99.9%: FAIL |", rows[1])
+	// The ratio lines up under its column.
+	cols := loadColumns(true)
+	cells := strings.Split(strings.Trim(rows[0], "| "), " | ")
+	require.Len(t, cells, len(cols))
+	for i, want := range map[string]string{"server": "health", "server CPU (cores busy)": "0.24", "health's CPU ÷ plain's": "4.0×", "bar": "≥ 99.9%: pass"} {
+		idx := indexOf(cols, i)
+		require.GreaterOrEqual(t, idx, 0, i)
+		assert.Equal(t, want, cells[idx], i)
+	}
+}
+
+func indexOf(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestCPURatio(t *testing.T) {
+	r := func(c float64) *serverResult { return &serverResult{cores: c} }
+	assert.Equal(t, "12.2×", cpuRatio(r(0.73), r(0.06)))
+	assert.Equal(t, "1.0×", cpuRatio(r(0.25), r(0.25)))
+	assert.Equal(t, "0.5×", cpuRatio(r(0.05), r(0.1)))
+	assert.Equal(t, "0.0×", cpuRatio(r(0), r(0.1)))
+	assert.Equal(t, "n/a", cpuRatio(r(0.5), r(0)), "no multiple of nothing")
+	assert.Equal(t, "n/a", cpuRatio(r(-1), r(0.1)), "not measured")
+	assert.Equal(t, "n/a", cpuRatio(r(0.5), r(-1)))
+	assert.Equal(t, "n/a", cpuRatio(nil, r(0.1)))
+	assert.Equal(t, "n/a", cpuRatio(r(0.1), nil))
+}
+
+// What needs the server this command starts refuses -addr, naming the
+// flag; and a load's limit is named when no cgroup can be made for it.
+func TestLimitsNeedOwnServer(t *testing.T) {
+	loads, err := selectLoads("1,16", load{}, 0)
+	require.NoError(t, err)
+	assert.EqualError(t, needsOwnServer(loads, serverHealth), "load 16 runs the server under a CPU limit of 0.05 cores, so it starts the server itself: leave -addr out")
+	assert.EqualError(t, needsOwnServer(loads[:1], serverBoth), "-server both starts each server itself: leave -addr out")
+	assert.NoError(t, needsOwnServer(loads[:1], serverPlain))
+	assert.EqualError(t, runLoads("1", load{}, 0, "127.0.0.1:9101", serverBoth, 0), "-server both starts each server itself: leave -addr out")
+	assert.EqualError(t, runLoads("1", load{}, 0, "10.0.0.1:9101", serverHealth, 0.25), `address "10.0.0.1:9101": only loopback IP addresses may be targeted`)
+	assert.EqualError(t, runLoads("15", load{}, 0, "127.0.0.1:9101", serverHealth, 0), "load 15 runs the server under a CPU limit of 0.25 cores, so it starts the server itself: leave -addr out")
+
+	first, what := loadsLimit(loads, 0)
+	assert.Equal(t, 0.05, first)
+	assert.Equal(t, "the CPU limit of load 16", what)
+	loads, err = selectLoads("1,15,16,custom", load{}, 0.5)
+	require.NoError(t, err)
+	first, what = loadsLimit(loads, 0.5)
+	assert.Equal(t, 0.5, first)
+	assert.Equal(t, "the CPU limits of loads 1, 15, 16, custom (-cpus 0.5)", what)
+	first, _ = loadsLimit(loads[:1], 0)
+	assert.Equal(t, 0.5, first)
+	loads, err = selectLoads("1,2", load{}, 0)
+	require.NoError(t, err)
+	first, _ = loadsLimit(loads, 0)
+	assert.Zero(t, first, "no limit, no cgroup")
+	cg, release, err := cpuCgroupFor(0, "")
+	assert.NoError(t, err)
+	assert.Nil(t, cg)
+	assert.NoError(t, release())
+}
