@@ -46,6 +46,10 @@ type Server struct {
 	poller          *poller // the current data-plane poller; nil when none is set
 	watch           watchState
 	changed         chan struct{} // Changed's channel; nil until someone asks
+	// since is when the set of unmet conditions last changed, on the
+	// monotonic clock since epoch: 0, NewServer's time, until the first
+	// change (Status.Since).
+	since time.Duration
 
 	// logq holds the lines decided under mu until the log's own
 	// goroutine writes them: a log sink that blocks must hold back

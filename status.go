@@ -35,6 +35,13 @@ type Status struct {
 	// the order of their first call: the names behind ErrSubsystemStopped,
 	// which otherwise only the log and Ready's text carry.
 	Stopped []string
+	// Since is when the set of unmet conditions last changed, NewServer's
+	// time until the first change: how long the node has been ready, or
+	// not ready for the reasons in Unmet (a reason added or cleared moves
+	// it; a setter that changes nothing, or only Ready's detail, does not).
+	// Like LastBeat, it is the wall clock at Status less the time since,
+	// so a step of the wall clock in between does not move it.
+	Since time.Time
 }
 
 // CheckStatus describes the data-plane check (SetDataPlaneCheck). Its
@@ -127,6 +134,7 @@ func (s *Server) status(now clockReading) Status {
 	check := s.checks.status(s.poller != nil, now)
 	stopped := slices.Clone(s.stopped)
 	watchdogs, totals := s.watchdogStatus(now)
+	since := now.at(s.since)
 	s.mu.Unlock()
 	return Status{
 		Unmet:          unmet.sentinels(),
@@ -136,6 +144,7 @@ func (s *Server) status(now clockReading) Status {
 		Watchdogs:      watchdogs,
 		WatchdogTotals: totals,
 		Stopped:        stopped,
+		Since:          since,
 	}
 }
 
