@@ -464,7 +464,7 @@ func TestNoCallWaitsForTheSink(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	logs := &logBuffer{}
 	h := &stuckHandler{Handler: slog.NewTextHandler(logs, nil), release: make(chan struct{})}
-	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(h))
+	s := NewServer(Config{Listen: "127.0.0.1:0", Watchdogs: map[string]Duration{"gc": 0}}, slog.New(h))
 	var once sync.Once
 	release := func() { once.Do(func() { close(h.release) }) }
 	defer release() // if the test ends early, before the leak check
@@ -486,6 +486,7 @@ func TestNoCallWaitsForTheSink(t *testing.T) {
 		{"Beat ending the first spell", func() { w.Beat() }},
 		{"Beat", func() { w.Beat() }},
 		{"Stop", func() { w.Stop() }},
+		{"Watch overridden by the config", func() { s.Watch("gc", time.Hour).Stop() }},
 		{"SetDataPlaneCheck", func() { s.SetDataPlaneCheck(ctx, func() error { <-checking; return nil }) }},
 		{"CheckNow", s.CheckNow},
 		{"SetDataPlaneCheck nil", func() { s.SetDataPlaneCheck(ctx, nil) }},
@@ -511,6 +512,7 @@ func TestNoCallWaitsForTheSink(t *testing.T) {
 		`level=INFO msg="health: readiness changed" ready=true`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
 		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=gc timeout=0s`,
 		`level=WARN msg="health: readiness changed" ready=false reason="data plane check pending"`,
 		`level=INFO msg="health: readiness changed" ready=true`,
 		`level=ERROR msg="health: subsystem stopped" subsystem=route-sync`,

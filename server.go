@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,9 @@ type Server struct {
 // handler's panic costs the line it panicked on, not the process.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
 	cfg.ApplyDefaults()
+	// Watch reads the map without a lock: a caller that changes its own
+	// map later changes nothing here.
+	cfg.Watchdogs = maps.Clone(cfg.Watchdogs)
 	if logger == nil {
 		logger = slog.Default()
 	}

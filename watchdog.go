@@ -22,8 +22,8 @@ import (
 type Watchdog struct {
 	s       *Server
 	name    string
-	timeout time.Duration
-	total   int // its name's index in watchState.totals
+	timeout time.Duration // in force: Config.Watchdogs's when it has the name; 0 disabled
+	total   int           // its name's index in watchState.totals
 
 	// last is the monotonic time of the last Beat, in nanoseconds since
 	// s.epoch; before the first Beat, the time of Watch, so that the
@@ -46,7 +46,9 @@ type Watchdog struct {
 
 // WatchdogStatus describes a watchdog (Server.Watch) for Status.
 type WatchdogStatus struct {
-	Name    string
+	Name string
+	// Timeout is the timeout in force: the one Config.Watchdogs gives
+	// the name, or else the code's; 0 when the config disables it.
 	Timeout time.Duration
 	// Beats counts the Beats since Watch: a count that stops growing
 	// shows a hung loop before its timeout does.
@@ -124,13 +126,31 @@ type watchState struct {
 // Server's life, so name loops by kind ("reconcile"), not by peer. A
 // non-positive timeout panics, naming the watchdog, as time.NewTicker
 // does: it is a programming error, not input.
+//
+// The operator has the last word: a name in Config.Watchdogs gets the
+// config's timeout instead of timeout, logged once at INFO ("health:
+// watchdog timeout set by config"), and a timeout of 0 there disables the
+// watchdog: it never counts as unmet, not even before its first Beat, and
+// has no deadline, while Beat, Stop and Status work as ever (Status gives
+// it Timeout 0). A negative timeout there, which Validate refuses, is
+// ignored with an ERROR line, and the code's timeout kept.
 func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	if timeout <= 0 {
 		panic(fmt.Sprintf("health: Watch %q: timeout %v is not positive", name, timeout))
 	}
-	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: true}
 	s.mu.Lock()
 	defer s.unlock()
+	if d, ok := s.cfg.Watchdogs[name]; ok {
+		if d < 0 {
+			s.log(slog.LevelError, "health: watchdog timeout set by config is negative; the code's is kept",
+				"subsystem", name, "config", time.Duration(d), "timeout", timeout)
+		} else {
+			timeout = time.Duration(d)
+			s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", name, "timeout", timeout)
+		}
+	}
+	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: timeout > 0}
+	w.met.Store(!w.overdue) // a disabled watchdog is met for good: its Beat never locks
 	w.total = s.watch.totalOf(name)
 	w.last.Store(int64(s.sinceEpoch()))
 	s.watch.list = append(s.watch.list, w)
@@ -214,7 +234,7 @@ func (w *Watchdog) Stop() {
 func (s *Server) sinceEpoch() time.Duration { return time.Since(s.epoch) }
 
 // watchDeadlines arms the timer at the earliest deadline of the watchdogs
-// that are not late, or stops it when there is none. A timer armed earlier
+// that are not late nor disabled, or stops it when there is none. A timer armed earlier
 // than that deadline is left alone: it finds that Beats moved the deadline
 // on and arms itself again, so the timer wakes once per timeout of a
 // beating loop, however often it beats. s.mu must be held.
@@ -222,7 +242,7 @@ func (s *Server) watchDeadlines() {
 	var next time.Duration
 	found := false
 	for _, w := range s.watch.list {
-		if d := w.deadline(); !w.late && (!found || d < next) {
+		if d := w.deadline(); w.timeout > 0 && !w.late && (!found || d < next) {
 			next, found = d, true
 		}
 	}
@@ -256,8 +276,8 @@ func (s *Server) deadlinesPassed(gen uint64) {
 	now := s.sinceEpoch()
 	changed := false
 	for _, w := range s.watch.list {
-		if w.late {
-			continue
+		if w.late || w.timeout == 0 {
+			continue // reported already, or disabled by the config
 		}
 		// met is cleared before last is read, as a Beat stores last
 		// before it reads met: either this read sees the Beat's
