@@ -36,6 +36,10 @@ type Server struct {
 	// It never changes after NewServer.
 	epoch time.Time
 
+	// stackDump takes every goroutine's stack for a deadline's line
+	// (runtime.Stack); a test may count or inspect the calls.
+	stackDump func([]byte) int
+
 	mu              sync.Mutex
 	registered      bool
 	dataPlaneReady  bool
@@ -86,6 +90,7 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 		logger:      logger,
 		checkPeriod: dataPlaneCheckPeriod,
 		epoch:       time.Now(),
+		stackDump:   dumpAll,
 		mode:        DeliveryModeStreaming,
 	}
 	unmet := s.unmet()
