@@ -32,12 +32,18 @@ const maxStack = 16 << 10
 const stackCut = "\n...the rest is cut: the stack is longer than 16 KiB"
 
 // maxDumpGoroutines is the most goroutines a deadline dumps: the pause
-// grows with their number (about 25 µs each in docs/performance.md, so
-// some 1.2 s at this bound), and a process with more is likely one whose
+// grows with their number (about 20 µs each in docs/performance.md, so
+// some 0.4 s at this bound), and a process with more is likely one whose
 // goroutines pile up behind the very lock the loop hangs on, where a
 // pause of seconds would cost the node its probes on top. Past it the
 // stack says so instead.
-const maxDumpGoroutines = 50_000
+const maxDumpGoroutines = 20_000
+
+// dumpPerGoroutine sizes a first dump's buffer: a goroutine of an agent
+// prints in one or two KiB. Too small a guess costs another stop of the
+// world (from 64 KiB, 10,000 goroutines took nine, 1.7 s in all), too big
+// one only memory, for a moment.
+const dumpPerGoroutine = 2 << 10
 
 // maxDump bounds the buffer that takes every goroutine's stack. The
 // runtime walks every goroutine however small the buffer, so this bounds
@@ -114,7 +120,7 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 		}
 		return stacks
 	}
-	buf, cut := takeDump(dump, limit)
+	buf, cut := takeDump(dump, limit, goroutines)
 	for len(buf) > 0 && need > 0 {
 		var block []byte
 		block, buf, _ = bytes.Cut(buf, []byte("\n\n"))
@@ -138,8 +144,10 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 
 // takeDump returns every goroutine's stack, growing the buffer until it
 // holds them all or reaches limit (maxDump), and whether it was cut there.
-func takeDump(dump func([]byte) int, limit int) ([]byte, bool) {
-	size := min(max(int(dumpHint.Load()), 64<<10), limit)
+// The first buffer is the last dump's size or the guess for goroutines,
+// whichever is larger.
+func takeDump(dump func([]byte) int, limit, goroutines int) ([]byte, bool) {
+	size := min(max(int(dumpHint.Load()), goroutines*dumpPerGoroutine, 64<<10), limit)
 	for {
 		buf := make([]byte, size)
 		n := dump(buf)

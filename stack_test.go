@@ -79,11 +79,27 @@ func TestStacksOf(t *testing.T) {
 	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: "the goroutine that last beat is not in the first 64 MiB of the process's stacks"}, got)
 	assert.Equal(t, 5, calls, "64 KiB, doubled up to the 1 MiB limit")
 
+	// The first buffer is sized for the goroutines: one stop of the
+	// world, not one per doubling from 64 KiB.
+	dumpHint.Store(0)
+	need := strings.Repeat("goroutine 1 [running]:\nx\n\n", 10_000) // 260,000 bytes
+	fits := func(buf []byte) int { calls++; return copy(buf, need) }
+	calls = 0
+	stacksOf(fits, maxDump, 20, []uint64{1})
+	assert.Equal(t, 3, calls, "20 goroutines guessed at 40 KiB: 64 KiB, 128, then 256 fits")
+	dumpHint.Store(0)
+	calls = 0
+	stacksOf(fits, maxDump, 10_000, []uint64{1})
+	assert.Equal(t, 1, calls, "10,000 goroutines: a buffer for them at once")
+	calls = 0
+	stacksOf(fits, maxDump, 3, []uint64{1})
+	assert.Equal(t, 1, calls, "the last dump's size is the next one's start")
+
 	// Too many goroutines to stop the world for: no dump.
 	calls = 0
 	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, maxDumpGoroutines+1, []uint64{12, 0})
 	assert.Equal(t, map[uint64]string{
-		12: "not taken: the process has 50001 goroutines, and a dump of them all would stop it for too long (the bound is 50000)",
+		12: "not taken: the process has 20001 goroutines, and a dump of them all would stop it for too long (the bound is 20000)",
 		0:  "no goroutine has beaten yet",
 	}, got)
 	assert.Zero(t, calls)
@@ -261,7 +277,7 @@ func BenchmarkStackCapture(b *testing.B) {
 		b.ReportAllocs()
 		n := 0
 		for b.Loop() {
-			buf, _ := takeDump(dumpAll, maxDump)
+			buf, _ := takeDump(dumpAll, maxDump, runtime.NumGoroutine())
 			n = len(buf)
 		}
 		b.ReportMetric(float64(n), "dump-bytes")

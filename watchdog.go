@@ -26,8 +26,8 @@ import (
 // garbage collection has seen it), at most 16 KiB. A loop that returned
 // without Stop shows "the goroutine that last beat has exited". Taking it
 // stops the world while the runtime prints every goroutine, once per
-// deadline (about 0.25 s with 10,000 goroutines, docs/performance.md; not
-// taken past 50,000).
+// deadline (about 0.2 s with 10,000 goroutines, docs/performance.md; not
+// taken past 20,000).
 //
 // That goroutine is the loop's when the loop beats from itself, as it
 // should. When Beats come from elsewhere the stack is another's: a
