@@ -116,11 +116,12 @@ func (pc *probeCounters) counts() ProbeCounts {
 
 // Status returns a snapshot of readiness, the data-plane check, Serve's
 // connections, the probes answered and the watchdogs. It never slows a
-// probe: probes take no lock, and their counters are atomics. Unmet, Check,
-// Stopped and each watchdog's Overdue and Timeouts are read under the lock
-// that orders readiness changes, so they agree with each other (a failed
-// check in Unmet has its failure counted in Check, a stopped subsystem in
-// Unmet has its name in Stopped). The probe and connection counters and
+// probe: probes take no lock, and their counters are atomics. Unmet,
+// Since, Check, Stopped and each watchdog's Overdue, Timeouts and Stack
+// are read under the lock that orders readiness changes, so they agree
+// with each other (a failed check in Unmet has its failure counted in
+// Check, a stopped subsystem in Unmet has its name in Stopped, an overdue
+// watchdog past a deadline has its Stack). The probe and connection counters and
 // the watchdogs' Beats and LastBeat are read one by one while probes and
 // Beats go on, so they may be a probe, a connection or a Beat apart from
 // each other; WatchdogTotals add the very counts listed in Watchdogs, so
