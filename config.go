@@ -24,6 +24,19 @@ type Config struct {
 	// which exposes the unauthenticated endpoints to the network; it is
 	// allowed as an explicit opt-in.
 	Listen string `yaml:"listen" json:"listen,omitempty"`
+	// Watchdogs maps a name given to Server.Watch to a timeout that
+	// replaces the code's, so that the operator can raise the timeout of
+	// a loop that is legitimately slow on this node, or switch its
+	// watchdog off with 0, without a release: watchdogs fire falsely far
+	// more often than loops really hang. A name not in the map keeps the
+	// code's timeout. In YAML or JSON each timeout is a Go duration
+	// string (see Duration):
+	//
+	//	health:
+	//	  watchdogs:
+	//	    reconcile: 10m # a big cluster's reconcile is slow here
+	//	    peer-watch: 0  # off until the fix ships
+	Watchdogs map[string]Duration `yaml:"watchdogs" json:"watchdogs,omitempty"`
 }
 
 // ApplyDefaults fills the zero-valued fields. It leaves Enabled nil, so that
@@ -60,7 +73,19 @@ func (c *Config) IsEnabled() bool {
 // notation ("0x7f000001", "0x7f.0x1", "0x0") is refused: the C library's
 // resolver, which Go uses on some systems, reads it as an IPv4 address
 // ("0x0" is every interface), where Go's own reads a name.
+//
+// Watchdogs is checked once Listen passes: a name that is empty or holds a
+// byte outside printable ASCII (the space is fine), or a negative timeout,
+// is an error that names the field and quotes the name.
 func (c *Config) Validate() error {
+	if err := c.validateListen(); err != nil {
+		return err
+	}
+	return c.validateWatchdogs()
+}
+
+// validateListen is Validate's part for Listen.
+func (c *Config) validateListen() error {
 	if c.Listen == "" {
 		return fmt.Errorf("health: listen is empty: call ApplyDefaults before Validate to get DefaultListen (%q), or set host:port", DefaultListen)
 	}

@@ -235,7 +235,7 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 			err = &checkGoexit{stack: debug.Stack()}
 		}
 		s.mu.Lock()
-		defer s.unlockInBackground()
+		defer s.unlock()
 		p.inFlight = false
 		if s.poller != p {
 			return // replaced while fn ran: this result feeds nothing

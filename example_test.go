@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshnode/health"
+	"gopkg.in/yaml.v3"
 )
 
 // get is what the kubelet does: one GET on a fresh connection.
@@ -423,4 +424,44 @@ func ExampleConfig_Validate() {
 	fmt.Println(cfg.Validate())
 	// Output:
 	// health: listen "127.0.0.1:99999": port "99999" is not a number from 0 to 65535
+}
+
+// The operator retunes watchdogs in the agent's YAML, without a release:
+// reconcile is slow on this node, and peer-watch is off until a fix
+// ships. A Watch the config names gets the config's timeout (0: disabled,
+// never unmet); the others keep the code's. A value that is not a Go
+// duration is a decode error that quotes it.
+func ExampleConfig_watchdogs() {
+	var agentConfig struct {
+		Health health.Config `yaml:"health"`
+	}
+	doc := "health:\n  watchdogs:\n    reconcile: 10m\n    peer-watch: 0\n"
+	if err := yaml.Unmarshal([]byte(doc), &agentConfig); err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg := agentConfig.Health
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := health.NewServer(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, w := range []*health.Watchdog{
+		srv.Watch("reconcile", 2*time.Minute),
+		srv.Watch("peer-watch", 2*time.Minute),
+		srv.Watch("gc", time.Minute),
+	} {
+		defer w.Stop()
+	}
+	for _, w := range srv.Status().Watchdogs {
+		fmt.Printf("%s: timeout %v, unmet %v\n", w.Name, w.Timeout, w.Overdue)
+	}
+
+	fmt.Println(yaml.Unmarshal([]byte("health:\n  watchdogs: {reconcile: 600}\n"), &agentConfig))
+	// Output:
+	// reconcile: timeout 10m0s, unmet true
+	// peer-watch: timeout 0s, unmet false
+	// gc: timeout 1m0s, unmet true
+	// health: watchdog timeout "600" is not a duration: write a number and a unit, such as "90s", "10m" or "1h30m", or 0 to disable the watchdog
 }

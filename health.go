@@ -37,9 +37,10 @@
 // loads it.
 //
 // The log is the agent's, and it may stop taking lines (stderr that nobody
-// reads blocks). So a line is written after the change it reports is
-// published, never under a lock: a blocked log holds back neither
-// readiness nor any method, and a log handler may call the Server.
+// reads blocks). So a line is written by a goroutine of the package's,
+// after the change it reports is published and the call that made it has
+// returned: a blocked log holds back neither readiness nor any method,
+// and a log handler may call the Server.
 //
 // Anything that can reach the port can use it, so [Server.Serve] bounds
 // what a connection can hold (time, header bytes, one request) and how many

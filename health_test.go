@@ -6,12 +6,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -451,7 +453,7 @@ func TestREADMEProbeSnippet(t *testing.T) {
 	require.NotEmpty(t, blocks, "README.md has a yaml block")
 	host, port, err := net.SplitHostPort(DefaultListen)
 	require.NoError(t, err)
-	daemonSets, ipv6 := 0, 0
+	daemonSets, ipv6, retune := 0, 0, 0
 	for _, b := range blocks {
 		var spec struct {
 			Kind string `yaml:"kind"`
@@ -494,6 +496,16 @@ func TestREADMEProbeSnippet(t *testing.T) {
 		if yaml.Unmarshal(b[1], &v6) != nil || v6.Health == nil {
 			continue
 		}
+		if v6.Health.Watchdogs != nil && v6.HTTPGet == nil {
+			// The retuning block: overrides that validate, one of
+			// them disabling a watchdog.
+			retune++
+			v6.Health.ApplyDefaults()
+			require.NoError(t, v6.Health.Validate())
+			assert.Contains(t, v6.Health.Watchdogs, "reconcile")
+			assert.Contains(t, slices.Collect(maps.Values(v6.Health.Watchdogs)), Duration(0), "it shows 0 disabling one")
+			continue
+		}
 		ipv6++
 		require.NotNil(t, v6.HTTPGet, "the IPv6 block shows the probe's httpGet")
 		require.NoError(t, v6.Health.Validate())
@@ -502,6 +514,7 @@ func TestREADMEProbeSnippet(t *testing.T) {
 	}
 	assert.Equal(t, 1, daemonSets, "README.md has one DaemonSet")
 	assert.Equal(t, 1, ipv6, "README.md has one IPv6 block")
+	assert.Equal(t, 1, retune, "README.md has one block retuning watchdogs")
 }
 
 // readmeThresholdTable reads the README's table of probe thresholds, the

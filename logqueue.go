@@ -16,19 +16,21 @@ import (
 const logQueueSize = 256
 
 // logQueue holds the Server's log lines between the moment they are
-// decided, under Server.mu, and the moment they are written, after it is
-// released. A logger is the agent's code: its handler may block (a full
-// stderr pipe blocks write(2)) or call back into the Server (a handler
-// that adds Ready's state to each line). Written under Server.mu, such a
-// line would hold readiness where it was, a hung loop's row 9 never
-// published and /readyz answering 200, and block every setter, Status,
-// CheckNow and the Beat of an overdue watchdog behind the sink, or
-// deadlock. Queued, the answer is published first and the line follows.
+// decided, under Server.mu, and the moment they are written, by a
+// goroutine of the package's own. A logger is the agent's code: its
+// handler may block (a full stderr pipe blocks write(2), a remote sink
+// hangs) or call back into the Server (a handler that adds Ready's state
+// to each line). Written under Server.mu, such a line would hold readiness
+// where it was and deadlock a handler that calls back; written by the
+// caller once the lock is released, it would still hold the caller: a
+// SetRegistered that never returns, or the Beat that ends an overdue
+// spell hanging its own loop inside the package. So no caller writes: the
+// answer is published, the line queued, and the call returns.
 //
-// Lines are written in the order they were queued, by one goroutine at a
-// time: whichever finds nobody writing. The others return at once, so a
-// blocked sink holds one goroutine, never a pile of them (the deadline
-// timer fires in a new goroutine each time).
+// One goroutine writes at a time, in the order the lines were queued. It
+// is started when a line is queued and nobody is writing, and it ends
+// once it finds the queue empty, so a quiet Server runs none, and a
+// blocked sink holds that one goroutine, never a pile of them.
 type logQueue struct {
 	mu       sync.Mutex
 	lines    []logLine // oldest first
@@ -48,7 +50,7 @@ type logLine struct {
 // is dropped and counted, so that after a long block the log ends on the
 // latest state, and says how many lines it lost and where. s.mu must be
 // held, so that lines are queued in the order of the changes they report;
-// call s.flushLog once it is released.
+// release it with s.unlock, which has them written.
 func (s *Server) log(level slog.Level, msg string, args ...any) {
 	var pcs [1]uintptr
 	runtime.Callers(2, pcs[:]) // the caller of log, as slog's own methods record theirs
@@ -80,19 +82,9 @@ func (q *logQueue) pop() logLine {
 	return line
 }
 
-// unlock releases s.mu and writes the lines queued under it.
+// unlock releases s.mu and has the lines queued under it written by the
+// log's own goroutine: the caller never waits for the sink.
 func (s *Server) unlock() {
-	s.mu.Unlock()
-	s.flushLog()
-}
-
-// unlockInBackground releases s.mu and has the lines queued under it
-// written by a goroutine of their own. It is the poller's: were its
-// goroutine the one to block in a sink, no check would run until the sink
-// took the line, and the last verdict, a pass included, would stand
-// however the data plane fared. The goroutine is started only when there
-// is a line to write and nobody writing, so it costs nothing per poll.
-func (s *Server) unlockInBackground() {
 	s.mu.Unlock()
 	s.flushInBackground()
 }
@@ -132,16 +124,6 @@ func (s *Server) writeRecovering() (panicked bool) {
 	}()
 	s.writeQueued()
 	return false
-}
-
-// flushLog writes the queued lines in order, unless another goroutine is
-// writing them already, in which case it returns at once: that goroutine
-// writes this one's lines too, because it stops only when it finds the
-// queue empty.
-func (s *Server) flushLog() {
-	if s.claimFlush() {
-		s.writeQueued()
-	}
 }
 
 // claimFlush makes the calling goroutine the one writing the queue's
@@ -196,13 +178,12 @@ func (s *Server) handle(r slog.Record) {
 	}
 }
 
-// logAsync queues a line of Serve's (its start and stop, the flood and
-// out-of-descriptor warnings of the goroutine that accepts connections)
-// and has it written by a goroutine of its own. Serve must never wait for
-// a sink: with stderr blocked, Serve would not start serving, or Accept
-// would stop, the kubelet's liveness probe would fail, and the restart
-// runs the drain path. Such lines are few (the warnings come at most once
-// a minute per kind), so they seldom start a goroutine.
+// logAsync queues a line decided outside s.mu, Serve's above all (its
+// start and stop, the flood and out-of-descriptor warnings of the
+// goroutine that accepts connections), and has the log's own goroutine
+// write it, as every line is. With stderr blocked, a Serve that wrote its
+// lines would not start serving, or Accept would stop, the kubelet's
+// liveness probe would fail, and the restart runs the drain path.
 func (s *Server) logAsync(_ context.Context, level slog.Level, msg string, args ...any) {
 	var pcs [1]uintptr
 	runtime.Callers(2, pcs[:])

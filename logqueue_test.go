@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -109,6 +110,19 @@ func healthLines(logs *logBuffer) []string {
 	return lines
 }
 
+// quotedStack is a text handler's stack attribute, the last of its line.
+var quotedStack = regexp.MustCompile(` stack=("(?:[^"\\]|\\.)*"|\S+)$`)
+
+// elideStacks replaces the value of each line's stack attribute with an
+// ellipsis, for a test that checks the lines and not the stacks.
+func elideStacks(lines []string) []string {
+	var elided []string
+	for _, line := range lines {
+		elided = append(elided, quotedStack.ReplaceAllString(line, " stack=…"))
+	}
+	return elided
+}
+
 // TestBlockedLogSinkHoldsNothingBack: a log sink that stops taking lines
 // (a full stderr pipe) holds back neither readiness nor any call. A hung
 // loop's row 9 is published within its bound, every method returns, a
@@ -173,6 +187,9 @@ func TestBlockedLogSinkHoldsNothingBack(t *testing.T) {
 	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "no goroutine waits behind the one stuck in the sink")
 
 	sink.unblock()
+	// The first deadline shows the test's goroutine, which made the
+	// watchdog met; the others, the goroutines of returnsPromptly, which
+	// have exited. stack_test.go checks the values.
 	want := []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
 		`level=INFO msg="health: readiness changed" ready=true`,
@@ -181,12 +198,12 @@ func TestBlockedLogSinkHoldsNothingBack(t *testing.T) {
 	}
 	for range rounds + 1 {
 		want = append(want,
-			`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms`,
+			`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms stack=…`,
 			`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
 			`level=INFO msg="health: subsystem responsive again" subsystem=reconcile`,
 			`level=INFO msg="health: readiness changed" ready=true`)
 	}
-	assert.Equal(t, want, healthLines(&sink.logs))
+	assert.Equal(t, want, elideStacks(healthLines(&sink.logs)))
 }
 
 // TestBlockedLogSinkHoldsNoCheckBack: the poller hands its lines to a
@@ -360,7 +377,7 @@ func TestLogQueueBound(t *testing.T) {
 	writer := make(chan struct{})
 	go func() {
 		defer close(writer)
-		logLine(0) // this goroutine writes, and waits at the gate
+		logLine(0) // the log's goroutine takes it, and waits at the gate
 	}()
 	<-h.entered
 	const queued = logQueueSize + 44
@@ -373,6 +390,7 @@ func TestLogQueueBound(t *testing.T) {
 	opened := time.Now()
 	close(h.gate)
 	<-writer
+	waitLogWritten(s) // the log's own goroutine writes them, after the calls returned
 
 	want := []string{"INFO line n=0", "WARN health: log lines dropped count=44"}
 	for n := queued - logQueueSize + 1; n <= queued; n++ {
@@ -399,6 +417,7 @@ func TestLogLinesKeepTheirSource(t *testing.T) {
 	s.SetRegistered()
 	s.SetSubsystemStopped("route-sync")
 	setCheckVerdict(s, checkVerdict{err: errPlantedCheck})
+	waitLogWritten(s)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var sources []string
@@ -427,17 +446,98 @@ func (h *panickyHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-// TestLogHandlerPanic: a handler's panic reaches the caller, as it would
-// from a direct call of the logger, and leaves no lock held nor the
-// writing stuck: the next lines are written.
+// TestLogHandlerPanic: a handler's panic never reaches the caller, who no
+// longer writes its lines; the log's goroutine recovers, drops that line
+// and writes the next, and no lock is left held nor the writing stuck.
 func TestLogHandlerPanic(t *testing.T) {
 	logs := &logBuffer{}
 	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(&panickyHandler{Handler: slog.NewTextHandler(logs, nil)}))
 	logs.server = s
-	assert.PanicsWithValue(t, "handler bug", s.SetRegistered)
+	assert.NotPanics(t, s.SetRegistered)
+	waitLogWritten(s) // the panic, on the first line, has happened
 	s.SetDataPlaneReady()
 	assert.NoError(t, s.Ready())
 	assert.Equal(t, []string{`level=INFO msg="health: readiness changed" ready=true`}, readinessChanges(logs))
+}
+
+// stuckHandler is a log handler that never returns until it is released,
+// as one writing to a remote sink that hangs.
+type stuckHandler struct {
+	slog.Handler
+	release chan struct{}
+	handled atomic.Int64 // records it has been handed
+}
+
+func (h *stuckHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.handled.Add(1)
+	<-h.release
+	return h.Handler.Handle(ctx, r)
+}
+
+// TestNoCallWaitsForTheSink: with a handler that blocks from the first
+// line on, every method returns, each change is published before its
+// call returns, and once the handler lets go every line is written, in
+// the order of the changes. Were any caller to write its own lines, the
+// first SetRegistered would never return.
+func TestNoCallWaitsForTheSink(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	logs := &logBuffer{}
+	h := &stuckHandler{Handler: slog.NewTextHandler(logs, nil), release: make(chan struct{})}
+	s := NewServer(Config{Listen: "127.0.0.1:0", Watchdogs: map[string]Duration{"gc": 0}}, slog.New(h))
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.release) }) }
+	defer release() // if the test ends early, before the leak check
+	checking := make(chan struct{})
+	defer close(checking) // the replaced check returns, and its poller ends
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var w *Watchdog
+	for _, call := range []struct {
+		name string
+		f    func()
+	}{
+		{"SetRegistered", s.SetRegistered},
+		{"SetDataPlaneReady", s.SetDataPlaneReady},
+		{"SetDeliveryMode", func() { s.SetDeliveryMode(DeliveryModeDegradedPolling) }},
+		{"SetDeliveryMode back", func() { s.SetDeliveryMode(DeliveryModeStreaming) }},
+		{"Watch", func() { w = s.Watch("reconcile", time.Hour) }},
+		{"Beat ending the first spell", func() { w.Beat() }},
+		{"Beat", func() { w.Beat() }},
+		{"Stop", func() { w.Stop() }},
+		{"Watch overridden by the config", func() { s.Watch("gc", time.Hour).Stop() }},
+		{"SetDataPlaneCheck", func() { s.SetDataPlaneCheck(ctx, func() error { <-checking; return nil }) }},
+		{"CheckNow", s.CheckNow},
+		{"SetDataPlaneCheck nil", func() { s.SetDataPlaneCheck(ctx, nil) }},
+		{"SetSubsystemStopped", func() { s.SetSubsystemStopped("route-sync") }},
+		{"SetDeliveryStopped", s.SetDeliveryStopped},
+		{"Ready", func() { _ = s.Ready() }},
+		{"Status", func() { s.Status() }},
+		{"Changed", func() { s.Changed() }},
+	} {
+		returnsPromptly(t, call.name, call.f)
+	}
+	assert.ErrorIs(t, s.Ready(), ErrDeliveryStopped, "published before the calls returned")
+	// The log's goroutine takes the first line, and holds it in the
+	// handler: the rest wait in the queue.
+	eventually(t, func() bool { return h.handled.Load() == 1 }, "the first line reaches the handler")
+
+	release()
+	waitLogWritten(s)
+	assert.Equal(t, []string{
+		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=WARN msg="health: readiness changed" ready=false reason="event delivery degraded"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=gc timeout=0s`,
+		`level=WARN msg="health: readiness changed" ready=false reason="data plane check pending"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=ERROR msg="health: subsystem stopped" subsystem=route-sync`,
+		`level=WARN msg="health: readiness changed" ready=false reason="subsystem stopped"`,
+		`level=INFO msg="health: readiness changed" ready=false reason="event delivery stopped"`,
+	}, healthLines(logs))
 }
 
 // TestBlockedLogSinkHoldsNoAcceptBack serves, with the log sink blocked,

@@ -122,6 +122,7 @@ func (s *Server) update() {
 		s.logReadinessChange(prev.reason, first)
 	}
 	if unmet != prev.unmet {
+		s.since = s.sinceEpoch()
 		s.announceChange()
 	}
 }

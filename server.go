@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,10 @@ type Server struct {
 	// It never changes after NewServer.
 	epoch time.Time
 
+	// stackDump takes every goroutine's stack for a deadline's line
+	// (runtime.Stack); a test may count or inspect the calls.
+	stackDump func([]byte) int
+
 	mu              sync.Mutex
 	registered      bool
 	dataPlaneReady  bool
@@ -48,9 +53,14 @@ type Server struct {
 	poller          *poller // the current data-plane poller; nil when none is set
 	watch           watchState
 	changed         chan struct{} // Changed's channel; nil until someone asks
+	// since is when the set of unmet conditions last changed, on the
+	// monotonic clock since epoch: 0, NewServer's time, until the first
+	// change (Status.Since).
+	since time.Duration
 
-	// logq holds the lines decided under mu until mu is released: a log
-	// sink that blocks must hold back neither the answer nor the lock.
+	// logq holds the lines decided under mu until the log's own
+	// goroutine writes them: a log sink that blocks must hold back
+	// neither the answer, nor the lock, nor the caller.
 	logq logQueue
 }
 
@@ -59,15 +69,21 @@ type Server struct {
 // pending, and the delivery mode is streaming, because the agent's
 // reconnect engine starts streaming and reports only transitions.
 //
-// A line about a change of state is written after the change is
-// published, by the goroutine that made it unless another is writing
-// already, and never under the Server's lock, so that a logger that blocks
-// holds back neither readiness nor any method. Lines keep their order and
-// the time and source of the change; while the logger is blocked, at most
-// 256 wait, and past that the oldest are dropped and counted in a line
-// "health: log lines dropped" written once it takes lines again.
+// No method waits for the logger. A line about a change of state is
+// queued once the change is published, and written by a goroutine of the
+// package's own (started when there is a line to write), never by the
+// caller and never under the Server's lock: a logger whose handler blocks
+// (stderr that nobody reads) holds back neither readiness nor any method,
+// and a handler may call the Server. Lines keep their order and the time
+// and source of the change; while the logger is blocked, at most 256
+// wait, and past that the oldest are dropped and counted in a line
+// "health: log lines dropped" written once it takes lines again. A
+// handler's panic costs the line it panicked on, not the process.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
 	cfg.ApplyDefaults()
+	// Watch reads the map without a lock: a caller that changes its own
+	// map later changes nothing here.
+	cfg.Watchdogs = maps.Clone(cfg.Watchdogs)
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -76,6 +92,7 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 		logger:      logger,
 		checkPeriod: dataPlaneCheckPeriod,
 		epoch:       time.Now(),
+		stackDump:   dumpAll,
 		mode:        DeliveryModeStreaming,
 	}
 	unmet := s.unmet()

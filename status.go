@@ -37,6 +37,13 @@ type Status struct {
 	// the order of their first call: the names behind ErrSubsystemStopped,
 	// which otherwise only the log and Ready's text carry.
 	Stopped []string
+	// Since is when the set of unmet conditions last changed, NewServer's
+	// time until the first change: how long the node has been ready, or
+	// not ready for the reasons in Unmet (a reason added or cleared moves
+	// it; a setter that changes nothing, or only Ready's detail, does not).
+	// Like LastBeat, it is the wall clock at Status less the time since,
+	// so a step of the wall clock in between does not move it.
+	Since time.Time
 }
 
 // CheckStatus describes the data-plane check (SetDataPlaneCheck). Its
@@ -111,11 +118,12 @@ func (pc *probeCounters) counts() ProbeCounts {
 
 // Status returns a snapshot of readiness, the data-plane check, Serve's
 // connections, the probes answered and the watchdogs. It never slows a
-// probe: probes take no lock, and their counters are atomics. Unmet, Check,
-// Stopped and each watchdog's Overdue and Timeouts are read under the lock
-// that orders readiness changes, so they agree with each other (a failed
-// check in Unmet has its failure counted in Check, a stopped subsystem in
-// Unmet has its name in Stopped). The probe and connection counters and
+// probe: probes take no lock, and their counters are atomics. Unmet,
+// Since, Check, Stopped and each watchdog's Overdue, Timeouts and Stack
+// are read under the lock that orders readiness changes, so they agree
+// with each other (a failed check in Unmet has its failure counted in
+// Check, a stopped subsystem in Unmet has its name in Stopped, an overdue
+// watchdog past a deadline has its Stack). The probe and connection counters and
 // the watchdogs' Beats and LastBeat are read one by one while probes and
 // Beats go on, so they may be a probe, a connection or a Beat apart from
 // each other; WatchdogTotals add the very counts listed in Watchdogs, so
@@ -129,6 +137,7 @@ func (s *Server) status(now clockReading) Status {
 	check := s.checks.status(s.poller != nil, now)
 	stopped := slices.Clone(s.stopped)
 	watchdogs, totals := s.watchdogStatus(now)
+	since := now.at(s.since)
 	s.mu.Unlock()
 	return Status{
 		Unmet:          unmet.sentinels(),
@@ -138,6 +147,7 @@ func (s *Server) status(now clockReading) Status {
 		Watchdogs:      watchdogs,
 		WatchdogTotals: totals,
 		Stopped:        stopped,
+		Since:          since,
 	}
 }
 

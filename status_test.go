@@ -300,3 +300,49 @@ func TestConditions(t *testing.T) {
 	assert.Equal(t, unmet, slices.DeleteFunc(Conditions(), func(err error) bool { return !slices.Contains(unmet, err) }),
 		"Status.Unmet lists them in the same order")
 }
+
+// TestStatusSince: Since is NewServer's time until the set of unmet
+// conditions first changes, and moves exactly when that set changes: not
+// for a setter that changes nothing, nor for a change of Ready's detail
+// alone. It reads the wall clock as it is now, so a step of the wall
+// clock since does not move it.
+func TestStatusSince(t *testing.T) {
+	before := time.Now()
+	s, _ := newTestServer(t)
+	after := time.Now()
+	assertWallBetween(t, s.Status().Since, before, after, 0)
+
+	for _, step := range []struct {
+		name  string
+		set   func()
+		moves bool
+	}{
+		{"SetRegistered", s.SetRegistered, true},
+		{"SetRegistered again", s.SetRegistered, false},
+		{"SetDeliveryMode streaming, as it was", func() { s.SetDeliveryMode(DeliveryModeStreaming) }, false},
+		{"SetDataPlaneReady: ready", s.SetDataPlaneReady, true},
+		{"SetSubsystemStopped", func() { s.SetSubsystemStopped("route-sync") }, true},
+		{"another subsystem: only the detail changes", func() { s.SetSubsystemStopped("peer-gc") }, false},
+		{"SetDeliveryMode degraded", func() { s.SetDeliveryMode(DeliveryModeDegradedPolling) }, true},
+		{"another degraded mode: only the detail changes", func() { s.SetDeliveryMode("polling") }, false},
+	} {
+		prev := s.Status().Since
+		before := time.Now()
+		step.set()
+		after := time.Now()
+		got := s.Status().Since
+		if step.moves {
+			assert.True(t, got.After(prev), "%s: Since stayed at %v", step.name, prev)
+			assertWallBetween(t, got, before, after, 0)
+		} else {
+			assert.True(t, got.Equal(prev), "%s: Since moved from %v to %v", step.name, prev, got)
+		}
+	}
+
+	before = time.Now()
+	s.SetDeliveryMode(DeliveryModePullOnly)
+	after = time.Now()
+	for _, step := range []time.Duration{0, time.Hour, -time.Hour} {
+		assertWallBetween(t, s.status(steppedClock(s, step)).Since, before, after, step)
+	}
+}

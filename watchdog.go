@@ -3,7 +3,6 @@ package health
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -18,12 +17,35 @@ import (
 // reason to stop sending work to the node, not to restart the agent, whose
 // restart tears the data plane down.
 //
+// When a deadline passes, its ERROR line ("health: subsystem
+// unresponsive", attribute stack) and Status say where the loop is stuck:
+// the stack of the goroutine whose Beat last made the watchdog met (its
+// first Beat, or the first after a deadline), alone, as the runtime prints
+// it, header and wait reason included ("goroutine 41 [sync.Mutex.Lock]:";
+// the runtime adds ", 12 minutes" once the wait passes a minute and a
+// garbage collection has seen it), at most 16 KiB. A loop that returned
+// without Stop shows "the goroutine that last beat has exited". Taking it
+// stops the world while the runtime prints every goroutine, once per
+// deadline (about 0.2 s with 10,000 goroutines, docs/performance.md; not
+// taken past 20,000).
+//
+// That goroutine is the loop's when the loop beats from itself, as it
+// should. When Beats come from elsewhere the stack is another's: a
+// goroutine that beats on the loop's behalf (a ticker beside it, which
+// never hangs, so such a watchdog misses the hang itself), a pool whose
+// workers share one watchdog (whichever worker beat first after the last
+// deadline, perhaps an idle one), a loop whose turn hands work to another
+// goroutine (the stack shows the wait, not the worker). The goroutine is
+// that of the Beat that made the watchdog met, not of the latest Beat,
+// because a met Beat records nothing, so that it stays free of locks and
+// allocations.
+//
 // Create one with [Server.Watch]. Its methods are safe for concurrent use.
 type Watchdog struct {
 	s       *Server
 	name    string
-	timeout time.Duration
-	total   int // its name's index in watchState.totals
+	timeout time.Duration // in force: Config.Watchdogs's when it has the name; 0 disabled
+	total   int           // its name's index in watchState.totals
 
 	// last is the monotonic time of the last Beat, in nanoseconds since
 	// s.epoch; before the first Beat, the time of Watch, so that the
@@ -42,11 +64,19 @@ type Watchdog struct {
 	late     bool   // a deadline passed and was reported; no Beat since
 	timeouts uint64 // deadlines passed
 	stopped  bool
+	// goid is the goroutine whose Beat last made the watchdog met (its
+	// first Beat, or the first after a deadline); 0 before the first.
+	// Its stack is the one a deadline shows: a loop beats from its own
+	// goroutine, so that is where it hangs.
+	goid  uint64
+	stack string // while late: what the deadline's line carried as stack
 }
 
 // WatchdogStatus describes a watchdog (Server.Watch) for Status.
 type WatchdogStatus struct {
-	Name    string
+	Name string
+	// Timeout is the timeout in force: the one Config.Watchdogs gives
+	// the name, or else the code's; 0 when the config disables it.
 	Timeout time.Duration
 	// Beats counts the Beats since Watch: a count that stops growing
 	// shows a hung loop before its timeout does.
@@ -64,6 +94,10 @@ type WatchdogStatus struct {
 	// deadline counts from Watch. A count that grows while Overdue is
 	// false is a loop that hangs for a while and comes back.
 	Timeouts uint64
+	// Stack is, while Overdue after a deadline, what that deadline's
+	// ERROR line carried as its stack: where the loop is stuck (see
+	// Watchdog); empty otherwise, and once it is met again.
+	Stack string
 }
 
 // WatchdogTotals counts the Beats and Timeouts of every watchdog watched
@@ -124,13 +158,31 @@ type watchState struct {
 // Server's life, so name loops by kind ("reconcile"), not by peer. A
 // non-positive timeout panics, naming the watchdog, as time.NewTicker
 // does: it is a programming error, not input.
+//
+// The operator has the last word: a name in Config.Watchdogs gets the
+// config's timeout instead of timeout, logged once at INFO ("health:
+// watchdog timeout set by config"), and a timeout of 0 there disables the
+// watchdog: it never counts as unmet, not even before its first Beat, and
+// has no deadline, while Beat, Stop and Status work as ever (Status gives
+// it Timeout 0). A negative timeout there, which Validate refuses, is
+// ignored with an ERROR line, and the code's timeout kept.
 func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	if timeout <= 0 {
 		panic(fmt.Sprintf("health: Watch %q: timeout %v is not positive", name, timeout))
 	}
-	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: true}
 	s.mu.Lock()
 	defer s.unlock()
+	if d, ok := s.cfg.Watchdogs[name]; ok {
+		if d < 0 {
+			s.log(slog.LevelError, "health: watchdog timeout set by config is negative; the code's is kept",
+				"subsystem", name, "config", time.Duration(d), "timeout", timeout)
+		} else {
+			timeout = time.Duration(d)
+			s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", name, "timeout", timeout)
+		}
+	}
+	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: timeout > 0}
+	w.met.Store(!w.overdue) // a disabled watchdog is met for good: its Beat never locks
 	w.total = s.watch.totalOf(name)
 	w.last.Store(int64(s.sinceEpoch()))
 	s.watch.list = append(s.watch.list, w)
@@ -165,14 +217,20 @@ func (w *Watchdog) Beat() {
 }
 
 // beatOverdue makes an overdue watchdog met again after a Beat, and
-// publishes the verdict before Beat returns.
+// publishes the verdict before Beat returns. It records the beating
+// goroutine, whose stack the next deadline shows; the id is read before
+// the lock, so that its cost (a walk of this goroutine's stack) is not
+// the lock's.
 func (s *Server) beatOverdue(w *Watchdog) {
+	goid := goroutineID()
 	s.mu.Lock()
 	defer s.unlock()
 	if w.stopped || !w.overdue {
 		return // stopped, or another Beat got here first and published
 	}
 	w.overdue = false
+	w.goid = goid
+	w.stack = ""
 	if w.late {
 		w.late = false
 		s.log(slog.LevelInfo, "health: subsystem responsive again", "subsystem", w.name)
@@ -212,84 +270,6 @@ func (w *Watchdog) Stop() {
 
 // sinceEpoch reads the monotonic clock. It does not allocate.
 func (s *Server) sinceEpoch() time.Duration { return time.Since(s.epoch) }
-
-// watchDeadlines arms the timer at the earliest deadline of the watchdogs
-// that are not late, or stops it when there is none. A timer armed earlier
-// than that deadline is left alone: it finds that Beats moved the deadline
-// on and arms itself again, so the timer wakes once per timeout of a
-// beating loop, however often it beats. s.mu must be held.
-func (s *Server) watchDeadlines() {
-	var next time.Duration
-	found := false
-	for _, w := range s.watch.list {
-		if d := w.deadline(); !w.late && (!found || d < next) {
-			next, found = d, true
-		}
-	}
-	if found && s.watch.timer != nil && s.watch.timerAt <= next {
-		return
-	}
-	if s.watch.timer != nil {
-		s.watch.timer.Stop()
-		s.watch.timer = nil
-		s.watch.gen++
-	}
-	if !found {
-		return
-	}
-	s.watch.gen++
-	gen := s.watch.gen
-	s.watch.timerAt = next
-	s.watch.timer = time.AfterFunc(next-s.sinceEpoch(), func() { s.deadlinesPassed(gen) })
-}
-
-// deadlinesPassed is the timer's callback: it marks late every watchdog
-// whose deadline has passed, logs each once, and arms the timer at the
-// next deadline.
-func (s *Server) deadlinesPassed(gen uint64) {
-	s.mu.Lock()
-	defer s.unlock()
-	if gen != s.watch.gen {
-		return // stopped or replaced after it fired
-	}
-	s.watch.timer = nil
-	now := s.sinceEpoch()
-	changed := false
-	for _, w := range s.watch.list {
-		if w.late {
-			continue
-		}
-		// met is cleared before last is read, as a Beat stores last
-		// before it reads met: either this read sees the Beat's
-		// store, and the watchdog stays met, or the Beat sees met
-		// cleared and waits for the lock to restore it.
-		wasMet := w.met.Swap(false)
-		if now < w.deadline() {
-			w.met.Store(wasMet)
-			continue
-		}
-		w.overdue = true
-		w.late = true
-		w.timeouts++
-		changed = true
-		s.log(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
-	}
-	s.watchDeadlines()
-	if changed {
-		s.update()
-	}
-}
-
-// deadline is the last Beat plus the timeout, since epoch. A timeout too
-// long to add (math.MaxInt64, for "never") saturates rather than wrapping
-// to a deadline in the past.
-func (w *Watchdog) deadline() time.Duration {
-	last := time.Duration(w.last.Load())
-	if w.timeout > math.MaxInt64-last {
-		return math.MaxInt64
-	}
-	return last + w.timeout
-}
 
 // unresponsive reports whether a watchdog is overdue. s.mu must be held.
 func (s *Server) unresponsive() bool {
@@ -348,7 +328,7 @@ func (s *Server) watchdogStatus(now clockReading) ([]WatchdogStatus, []WatchdogT
 	for i, w := range s.watch.list {
 		// beats before last: a Beat stores last before it counts, so
 		// a count above zero has its time stored.
-		st[i] = WatchdogStatus{Name: w.name, Timeout: w.timeout, Beats: w.beats.Load(), Overdue: w.overdue, Timeouts: w.timeouts}
+		st[i] = WatchdogStatus{Name: w.name, Timeout: w.timeout, Beats: w.beats.Load(), Overdue: w.overdue, Timeouts: w.timeouts, Stack: w.stack}
 		if st[i].Beats > 0 {
 			st[i].LastBeat = now.at(time.Duration(w.last.Load()))
 		}

@@ -524,7 +524,8 @@ func TestBeatRacesTheDeadline(t *testing.T) {
 }
 
 // BenchmarkWatchdogBeat is the cost of a Beat on a met watchdog, next to
-// its floor: the clock read it cannot do without.
+// its floor: the clock read it cannot do without; and on one the config
+// disabled, which is met for good.
 func BenchmarkWatchdogBeat(b *testing.B) {
 	s := NewServer(Config{}, discardLogger())
 	w := s.Watch("loop", time.Hour)
@@ -542,6 +543,14 @@ func BenchmarkWatchdogBeat(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			w.Beat()
+		}
+	})
+	disabled := NewServer(Config{Watchdogs: map[string]Duration{"loop": 0}}, discardLogger()).Watch("loop", time.Hour)
+	defer disabled.Stop()
+	b.Run("beat_disabled", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			disabled.Beat()
 		}
 	})
 	b.Run("beat_parallel", func(b *testing.B) {

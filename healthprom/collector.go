@@ -85,7 +85,7 @@ type collector struct {
 	conditions []condition        // every readiness condition, in table order
 	descs      []*prometheus.Desc // all of the below, for Describe
 
-	ready *prometheus.Desc
+	ready, readinessChanged *prometheus.Desc
 
 	conditionUnmet *prometheus.Desc
 
@@ -126,6 +126,9 @@ func newCollector(status func() health.Status, o options) *collector {
 	}
 
 	c.ready = desc("ready", "Whether the node is ready: 1 when /readyz answers 200, 0 when it answers 503.")
+	c.readinessChanged = desc("readiness_last_change_timestamp_seconds",
+		"When the set of unmet readiness conditions last changed, in seconds since the Unix epoch: "+
+			"since when the node has been ready, or not ready for its current reasons; its start until the first change.")
 	c.conditionUnmet = desc("condition_unmet",
 		"Whether a readiness condition is unmet (1) or met (0), one series per condition of the readiness table.",
 		"condition")
@@ -159,7 +162,8 @@ func newCollector(status func() health.Status, o options) *collector {
 	c.watchdogOverdue = desc("watchdog_overdue",
 		"Watchdogs of this name that are overdue: not beaten yet, or not within their timeout.", "watchdog")
 	c.watchdogTimeout = desc("watchdog_timeout_seconds",
-		"The timeout of the watchdogs of this name, the shortest if they differ.", "watchdog")
+		"The timeout in force of the watchdogs of this name, the config's or else the code's, "+
+			"the shortest if they differ; 0 when the config disables them.", "watchdog")
 	c.watchdogLastBeat = desc("watchdog_last_beat_timestamp_seconds",
 		"When the stalest watchdog of this name last beat, in seconds since the Unix epoch; 0 while one has not beaten yet.",
 		"watchdog")
@@ -197,6 +201,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	gauge(c.ready, one(len(st.Unmet) == 0))
+	gauge(c.readinessChanged, unixSeconds(st.Since))
 	for _, cond := range c.conditions {
 		gauge(c.conditionUnmet, one(slices.Contains(st.Unmet, cond.err)), cond.label)
 	}
@@ -243,8 +248,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // watchdogSeries is what the gauges of one watchdog name show. Names may
 // repeat (one per worker of a pool, say), and a registry fails a scrape
 // with two series of the same labels, so the watchdogs of one name share
-// their series: overdue counts them, the timeout is the shortest, and the
-// last beat is the stalest one's, zero while one has not beaten. A label
+// their series: overdue counts them, the timeout is the shortest of those
+// the config has not disabled (0 when it disabled them all: it disables
+// by name, so a name is disabled or not as a whole), and the last beat is
+// the stalest one's, zero while one has not beaten. A label
 // per watchdog was the alternative, but a pool that replaces its workers
 // would then make new series without end.
 //
@@ -277,7 +284,9 @@ func watchdogsByName(watchdogs []health.WatchdogStatus) []watchdogSeries {
 		if w.Overdue {
 			s.overdue++
 		}
-		s.shortestTimeout = min(s.shortestTimeout, w.Timeout)
+		if s.shortestTimeout == 0 || w.Timeout != 0 && w.Timeout < s.shortestTimeout {
+			s.shortestTimeout = w.Timeout // 0 is disabled: the shortest of the others
+		}
 		if !s.stalestBeat.IsZero() && (w.LastBeat.IsZero() || w.LastBeat.Before(s.stalestBeat)) {
 			s.stalestBeat = w.LastBeat
 		}

@@ -89,9 +89,31 @@ func probe(s *health.Server, method, target string) {
 	s.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(method, target, nil))
 }
 
+// takeGauge removes the family name from families and returns its one
+// gauge's value, for a value the test holds to bounds rather than to a
+// golden exposition.
+func takeGauge(t *testing.T, families []*dto.MetricFamily, name string) (float64, []*dto.MetricFamily) {
+	t.Helper()
+	for i, mf := range families {
+		if mf.GetName() == name {
+			require.Len(t, mf.GetMetric(), 1, name)
+			return mf.GetMetric()[0].GetGauge().GetValue(), append(families[:i:i], families[i+1:]...)
+		}
+	}
+	t.Fatalf("no family %s", name)
+	return 0, nil
+}
+
 func TestNewServer(t *testing.T) {
-	c := NewCollector(newServer())
-	assertGolden(t, scrape(t, c, health.ErrRegistrationPending, health.ErrDataPlanePending), "new_server")
+	before := time.Now()
+	s := newServer()
+	after := time.Now()
+	c := NewCollector(s)
+	since, rest := takeGauge(t, scrape(t, c, health.ErrRegistrationPending, health.ErrDataPlanePending),
+		"health_readiness_last_change_timestamp_seconds")
+	assert.GreaterOrEqual(t, since, unixSeconds(before)-0.001, "NewServer's time, until the first change")
+	assert.LessOrEqual(t, since, unixSeconds(after)+0.001)
+	assertGolden(t, rest, "new_server")
 	problems, err := testutil.CollectAndLint(c)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
@@ -116,6 +138,9 @@ func TestReadyWithACheck(t *testing.T) {
 	probe(s, http.MethodPost, "/readyz")
 
 	families := scrape(t, NewCollector(s))
+	since, families := takeGauge(t, families, "health_readiness_last_change_timestamp_seconds")
+	assert.GreaterOrEqual(t, since, unixSeconds(before), "the check's pass made it ready")
+	assert.LessOrEqual(t, since, unixSeconds(after))
 	var rest []*dto.MetricFamily
 	for _, mf := range families {
 		switch mf.GetName() {
@@ -201,6 +226,7 @@ var (
 			{Name: "watch", Timeout: 30 * time.Second, Overdue: true, Timeouts: 1},
 			{Name: "watch", Timeout: 30 * time.Second, Beats: 9, LastBeat: t0},
 			{Name: "bad\xffname", Timeout: 1500 * time.Millisecond, Beats: 1, LastBeat: t0},
+			{Name: "resync", Timeout: 0, Beats: 3, LastBeat: t0}, // disabled by the config
 		},
 		// What the watchdogs above count, with what stopped ones counted:
 		// a peer-sync (25 beats, a timeout), a gc loop whose watchdogs
@@ -212,10 +238,12 @@ var (
 			{Name: "watch", Beats: 9, Timeouts: 1},
 			{Name: "bad\xffname", Beats: 1},
 			{Name: "bad\uFFFDname", Beats: 5},
+			{Name: "resync", Beats: 3},
 		},
 		// Names are the agent's: one holds a byte that is not UTF-8, and
 		// one is what it becomes once made valid.
 		Stopped: []string{"route-sync", "bad\xffname", "bad\uFFFDname", ""},
+		Since:   t0.Add(-90 * time.Second),
 	}
 )
 
@@ -438,5 +466,58 @@ func TestWatchdogCountersNeverFall(t *testing.T) {
 	assert.Equal(t, 1.0, value(series, "health_watchdog_timeouts_total"))
 	for _, gauge := range []string{"health_watchdog_overdue", "health_watchdog_timeout_seconds", "health_watchdog_last_beat_timestamp_seconds"} {
 		assert.NotContains(t, series, gauge, "no watchdog of the name is watched")
+	}
+}
+
+// TestWatchdogTimeoutFromConfig: the timeout series is the one in force,
+// the config's where it sets one and 0 where it disables the watchdog,
+// whose overdue stays 0 though it never beat.
+func TestWatchdogTimeoutFromConfig(t *testing.T) {
+	s := health.NewServer(health.Config{Watchdogs: map[string]health.Duration{
+		"reconcile": health.Duration(10 * time.Minute), "resync": 0,
+	}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, w := range []*health.Watchdog{s.Watch("reconcile", time.Minute), s.Watch("resync", time.Minute), s.Watch("watch", time.Minute)} {
+		defer w.Stop()
+	}
+	families := scrape(t, NewCollector(s), health.ErrRegistrationPending, health.ErrDataPlanePending, health.ErrSubsystemUnresponsive)
+	gathered := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return families, nil })
+	require.NoError(t, testutil.GatherAndCompare(gathered, strings.NewReader(`
+# HELP health_watchdog_timeout_seconds The timeout in force of the watchdogs of this name, the config's or else the code's, the shortest if they differ; 0 when the config disables them.
+# TYPE health_watchdog_timeout_seconds gauge
+health_watchdog_timeout_seconds{watchdog="reconcile"} 600
+health_watchdog_timeout_seconds{watchdog="resync"} 0
+health_watchdog_timeout_seconds{watchdog="watch"} 60
+# HELP health_watchdog_overdue Watchdogs of this name that are overdue: not beaten yet, or not within their timeout.
+# TYPE health_watchdog_overdue gauge
+health_watchdog_overdue{watchdog="reconcile"} 1
+health_watchdog_overdue{watchdog="resync"} 0
+health_watchdog_overdue{watchdog="watch"} 1
+`), "health_watchdog_timeout_seconds", "health_watchdog_overdue"))
+}
+
+// TestShortestTimeout: the watchdogs of one name share a timeout series,
+// the shortest of those not disabled, and 0 only when all are.
+func TestShortestTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		timeouts []time.Duration
+		want     time.Duration
+	}{
+		{"one", []time.Duration{time.Minute}, time.Minute},
+		{"the shortest", []time.Duration{time.Minute, 10 * time.Second, time.Hour}, 10 * time.Second},
+		{"disabled", []time.Duration{0}, 0},
+		{"all disabled", []time.Duration{0, 0}, 0},
+		{"disabled first", []time.Duration{0, time.Minute, 30 * time.Second}, 30 * time.Second},
+		{"disabled between", []time.Duration{time.Minute, 0, time.Hour}, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var watchdogs []health.WatchdogStatus
+			for _, d := range tc.timeouts {
+				watchdogs = append(watchdogs, health.WatchdogStatus{Name: "pool", Timeout: d})
+			}
+			series := watchdogsByName(watchdogs)
+			require.Len(t, series, 1)
+			assert.Equal(t, tc.want, series[0].shortestTimeout)
+		})
 	}
 }

@@ -14,9 +14,10 @@
 //
 // Its main loop, "reconcile", is watched for readiness: it beats on every
 // turn and, as it waits for work that never comes, on an idle tick. Type
-// hang and the loop hangs at its next turn, as a loop stuck on a lock
-// would: -loop-timeout later /readyz says "subsystem unresponsive", and
-// resume brings it back. Type link-down and the pretend agent's netlink
+// hang and a pretend route sync takes the routes lock and keeps it, so
+// the loop hangs on it at its next turn: -loop-timeout later /readyz says
+// "subsystem unresponsive", the ERROR line's stack shows the loop waiting
+// in sync.Mutex.Lock (status shows it too), and resume brings it back. Type link-down and the pretend agent's netlink
 // watch reports the interface down and calls CheckNow: /readyz says "data
 // plane lost" within milliseconds, not at the next 5 s check.
 //
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer cancel()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
-	a := &agent{srv: srv, iface: *iface, loop: srv.Watch("reconcile", *loopTimeout)}
+	a := &agent{ctx: ctx, srv: srv, iface: *iface, loop: srv.Watch("reconcile", *loopTimeout)}
 	loopEnded := make(chan struct{})
 	go func() {
 		defer close(loopEnded)
@@ -156,19 +157,25 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // agent is the pretend agent's state that its commands change.
 type agent struct {
+	ctx   context.Context // the demo's: it ends a hang too
 	srv   *health.Server
 	iface string
 	loop  *health.Watchdog
 
 	linkDown atomic.Bool // what the pretend netlink watch last reported
 
+	// routes is the lock the loop takes on every turn, as a reconcile
+	// takes that of the routes it writes; turns counts the turns.
+	routes sync.Mutex
+	turns  int
+
 	mu      sync.Mutex
-	release chan struct{} // while the loop is told to hang: closed to resume it
+	release chan struct{} // while hang holds routes: closed to let it go
 }
 
 // reconcile is the pretend agent's main loop. It waits for work that
-// never comes, so it beats on an idle tick: waiting is not hanging. When
-// told to hang, it stops turning, as a loop stuck on a lock would.
+// never comes, so it beats on an idle tick: waiting is not hanging. While
+// hang holds the routes lock it stops turning, stuck in sync.Mutex.Lock.
 func (a *agent) reconcile(ctx context.Context, idle time.Duration) {
 	defer a.loop.Stop() // it ends on purpose, with the demo
 	tick := time.NewTicker(idle)
@@ -180,27 +187,32 @@ func (a *agent) reconcile(ctx context.Context, idle time.Duration) {
 			return
 		case <-tick.C:
 		}
-		a.mu.Lock()
-		release := a.release
-		a.mu.Unlock()
-		if release != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-release:
-			}
-		}
+		a.routes.Lock() // hangs while a pretend route sync holds it
+		a.turns++
+		a.routes.Unlock()
 	}
 }
 
-// hang tells the loop to hang at its next turn; resume releases it.
+// hang has a pretend route sync take the routes lock and keep it until
+// resume, or the demo's end, so that the loop hangs at its next turn.
 func (a *agent) hang() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.release == nil {
-		a.release = make(chan struct{})
+		release, held := make(chan struct{}), make(chan struct{})
+		a.release = release
+		go func() {
+			a.routes.Lock()
+			defer a.routes.Unlock()
+			close(held)
+			select {
+			case <-release:
+			case <-a.ctx.Done():
+			}
+		}()
+		<-held
 	}
-	return "loop: reconcile hangs at its next turn"
+	return "loop: reconcile hangs at its next turn, on the routes lock"
 }
 
 func (a *agent) resume() string {
@@ -318,71 +330,4 @@ func status(srv *health.Server) string {
 		return "status: not ready: " + err.Error()
 	}
 	return "status: ready"
-}
-
-// formatStatus writes the Status snapshot as a few indented lines for a
-// person: what is unmet, how the check is doing, the watched loops, the
-// connections Serve holds, and the probes answered.
-func formatStatus(st health.Status) string {
-	var b strings.Builder
-	unmet := make([]string, len(st.Unmet))
-	for i, err := range st.Unmet {
-		unmet[i] = err.Error()
-	}
-	if len(unmet) == 0 {
-		unmet = []string{"none"}
-	}
-	fmt.Fprintf(&b, "  unmet:  %s\n", strings.Join(unmet, ", "))
-
-	c := st.Check
-	set := "not set"
-	if c.Installed {
-		set = "set"
-	}
-	fmt.Fprintf(&b, "  check:  %s; %d runs, %d failed, %d panicked, %d stalled", set, c.Runs, c.Failures, c.Panics, c.Stalls)
-	if !c.LastReturned.IsZero() {
-		fmt.Fprintf(&b, "; the last took %v and returned at %s", c.LastDuration.Round(time.Microsecond), c.LastReturned.Format(time.TimeOnly))
-	}
-	b.WriteString("\n")
-
-	if len(st.Watchdogs) == 0 {
-		b.WriteString("  loops:  none\n")
-	}
-	for i, w := range st.Watchdogs {
-		prefix := "  loops:  "
-		if i > 0 {
-			prefix = "          "
-		}
-		state := "met"
-		if w.Overdue {
-			state = "overdue"
-		}
-		fmt.Fprintf(&b, "%s%q %s; timeout %v; %d beats", prefix, w.Name, state, w.Timeout, w.Beats)
-		if !w.LastBeat.IsZero() {
-			fmt.Fprintf(&b, ", the last at %s", w.LastBeat.Format(time.TimeOnly))
-		}
-		fmt.Fprintf(&b, "; %d timeouts\n", w.Timeouts)
-	}
-
-	pressure := ""
-	if st.Conns.Pressure {
-		pressure = "; under pressure: it evicted in the last 10 s"
-	}
-	fmt.Fprintf(&b, "  conns:  %d held of %d; %d accepted, %d evicted%s\n", st.Conns.Held, st.Conns.Limit, st.Conns.Accepted, st.Conns.Evicted, pressure)
-	p := st.Probes
-	fmt.Fprintf(&b, "  probes: %d healthz ok, %d readyz ok, %d readyz not ready, %d other", p.Liveness, p.ReadyOK, p.ReadyNotReady, p.Other)
-	return b.String()
-}
-
-// lockedWriter serialises the replies and notices written from several
-// goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (w *lockedWriter) printf(format string, args ...any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	fmt.Fprintf(w.w, format, args...)
 }

@@ -218,9 +218,11 @@ func TestDemoMissingInterface(t *testing.T) {
 func TestDemoCheckPending(t *testing.T) {
 	d := startDemo(t, "-register-after", "0s", "-dataplane-after", "0s", "-check-delay", "1h")
 	d.eventuallyAnswers(t, 503, "not ready: data plane check pending\n")
-	status, body := d.probe(t, "/readyz?verbose")
-	assert.Equal(t, 503, status)
-	assert.Equal(t, "[+]registration ok\n[+]data-plane ok\n[-]data-plane-check failed: data plane check pending\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n", body)
+	// Eventually: the loop's first Beat may still be on its way.
+	require.Eventually(t, func() bool {
+		status, body := d.probe(t, "/readyz?verbose")
+		return status == 503 && body == "[+]registration ok\n[+]data-plane ok\n[-]data-plane-check failed: data plane check pending\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check failed\n"
+	}, 10*time.Second, 10*time.Millisecond, "every condition but the check met")
 	d.send(t, "status")
 	assert.Equal(t, "status: not ready: data plane check pending", d.nextMatching(t, "status:"))
 	assert.Equal(t, "  unmet:  data plane check pending", d.next(t))
@@ -240,7 +242,7 @@ func TestDemoHungLoop(t *testing.T) {
 	d.eventuallyAnswers(t, 200, "ok\n")
 
 	d.send(t, "hang")
-	assert.Equal(t, "loop: reconcile hangs at its next turn", d.nextMatching(t, "loop:"))
+	assert.Equal(t, "loop: reconcile hangs at its next turn, on the routes lock", d.nextMatching(t, "loop:"))
 	d.eventuallyAnswers(t, 503, "not ready: subsystem unresponsive\n")
 	status, body := d.probe(t, "/healthz")
 	assert.Equal(t, 200, status)
@@ -251,12 +253,27 @@ func TestDemoHungLoop(t *testing.T) {
 	d.send(t, "status")
 	assert.Equal(t, `status: not ready: subsystem unresponsive: "reconcile" (no beat within 200ms)`, d.nextMatching(t, "status:"))
 	assert.Regexp(t, `^  loops:  "reconcile" overdue; timeout 200ms; [1-9]\d* beats, the last at \S+; 1 timeouts$`, d.nextMatching(t, "  loops:"))
-	d.eventuallyLogs(t, `level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=200ms`)
+	// Where it is stuck: the loop's goroutine alone, waiting for the lock.
+	header := d.next(t)
+	assert.Regexp(t, `^          stack:  goroutine (\d+) \[sync\.Mutex\.Lock\]:$`, header)
+	for line := d.next(t); !strings.Contains(line, ".(*agent).reconcile("); line = d.next(t) {
+		assert.True(t, strings.HasPrefix(line, "                  "), "a line of the stack before the loop's frame: %q", line)
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(header, "          stack:  goroutine "), " [sync.Mutex.Lock]:")
+	d.eventuallyLogs(t, `level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=200ms stack="goroutine `+id+` [sync.Mutex.Lock]:\n`)
+	assert.Regexp(t, `stack="goroutine `+id+` \[sync\.Mutex\.Lock\]:\\n[^"]*\\n[\w./]+healthdemo\.\(\*agent\)\.reconcile\(`, d.stderr.String())
 
 	d.send(t, "resume")
 	assert.Equal(t, "loop: reconcile turns again", d.nextMatching(t, "loop:"))
 	d.eventuallyAnswers(t, 200, "ok\n")
 	d.eventuallyLogs(t, `level=INFO msg="health: subsystem responsive again" subsystem=reconcile`)
+	d.send(t, "status")
+	d.nextMatching(t, "status: ready")
+	assert.Regexp(t, `^  loops:  "reconcile" met; `, d.nextMatching(t, "  loops:"))
+	assert.Regexp(t, `^  conns:  `, d.next(t), "no stack once met again")
+
+	d.send(t, "hang") // and the demo stops while the loop hangs
+	d.nextMatching(t, "loop:")
 	d.stop(t)
 }
 
@@ -294,7 +311,8 @@ func TestFormatStatus(t *testing.T) {
 			Check: health.CheckStatus{Installed: true, Runs: 12, Failures: 3, Panics: 1, Stalls: 2, LastDuration: 1500*time.Microsecond + 42, LastReturned: returned},
 			Watchdogs: []health.WatchdogStatus{
 				{Name: "reconcile", Timeout: 5 * time.Second, Beats: 40, LastBeat: returned, Timeouts: 2},
-				{Name: "watch \"pods\"", Timeout: time.Minute, Overdue: true, Timeouts: 1},
+				{Name: "watch \"pods\"", Timeout: time.Minute, Overdue: true, Timeouts: 1,
+					Stack: "goroutine 9 [chan receive, 3 minutes]:\nmain.watch(...)\n\t/src/main.go:30 +0x19"},
 			},
 			Conns:  health.ConnStatus{Held: 3, Limit: 256, Accepted: 900, Evicted: 40, Pressure: true},
 			Probes: health.ProbeCounts{Liveness: 10, ReadyOK: 7, ReadyNotReady: 3, Other: 2},
@@ -303,6 +321,9 @@ func TestFormatStatus(t *testing.T) {
 			"  check:  set; 12 runs, 3 failed, 1 panicked, 2 stalled; the last took 1.5ms and returned at 12:03:04\n" +
 			"  loops:  \"reconcile\" met; timeout 5s; 40 beats, the last at 12:03:04; 2 timeouts\n" +
 			"          \"watch \\\"pods\\\"\" overdue; timeout 1m0s; 0 beats; 1 timeouts\n" +
+			"          stack:  goroutine 9 [chan receive, 3 minutes]:\n" +
+			"                  main.watch(...)\n" +
+			"                  \t/src/main.go:30 +0x19\n" +
 			"  conns:  3 held of 256; 900 accepted, 40 evicted; under pressure: it evicted in the last 10 s\n" +
 			"  probes: 10 healthz ok, 7 readyz ok, 3 readyz not ready, 2 other"},
 	}

@@ -1,0 +1,131 @@
+package health
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Duration is a watchdog's timeout in the agent's configuration
+// (Config.Watchdogs), read and written as a Go duration string: "90s",
+// "10m", "1h30m", and "0" or "0s" for none. Its text methods serve both
+// gopkg.in/yaml.v3 and encoding/json, so the package imports neither
+// yaml nor anything else outside the standard library.
+type Duration time.Duration
+
+// MarshalText writes d as time.Duration.String does: "10m0s".
+func (d Duration) MarshalText() ([]byte, error) {
+	return []byte(time.Duration(d).String()), nil
+}
+
+// UnmarshalText reads a Go duration string. Anything else is an error
+// that quotes it, so that a bare number ("600", which means no unit) or a
+// typo is refused at decode rather than guessed at. A negative duration
+// decodes; Validate refuses it.
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		return fmt.Errorf("health: watchdog timeout %q is not a duration: "+
+			`write a number and a unit, such as "90s", "10m" or "1h30m", or 0 to disable the watchdog`, text)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalJSON is there, beside UnmarshalText, because encoding/json
+// alone would give a number a type error that does not quote it, and a
+// null the zero Duration, which disables the watchdog: a null (a YAML key
+// left empty, through sigs.k8s.io/yaml) would switch hang detection off
+// without a word. So a string is read as UnmarshalText reads it, a null is
+// refused, and any other value is read by its JSON text, which takes the 0
+// that sigs.k8s.io/yaml makes of "reconcile: 0" and refuses the rest,
+// quoted.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	text := string(b)
+	switch {
+	case text == "null":
+		return fmt.Errorf("health: watchdog timeout null is not a duration: " +
+			`write one, such as "10m", or 0 to disable the watchdog`)
+	case len(text) > 0 && text[0] == '"':
+		if err := json.Unmarshal(b, &text); err != nil {
+			return err
+		}
+	}
+	return d.UnmarshalText([]byte(text))
+}
+
+// UnmarshalYAML is the older form of gopkg.in/yaml.v3's Unmarshaler,
+// which yaml.v3 still honours and which needs no import of yaml. It is
+// there for one reason: yaml.v3 gives a key with no value ("reconcile:"
+// or "reconcile: ~") the zero Duration without asking Duration, and so
+// would disable that watchdog on a slip of the pen. Decoded through it, a
+// watchdog with no value is an error naming it; every other field decodes
+// as it would without it, yaml.v3's KnownFields included, and fields the
+// document leaves out keep their values.
+func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
+	var doc configYAML
+	if err := unmarshal(&doc); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(doc.Watchdogs)) {
+		if doc.Watchdogs[name] == nil {
+			return fmt.Errorf("health: watchdogs: name %q has no timeout: "+
+				`write one, such as "10m", or 0 to disable the watchdog`, name)
+		}
+	}
+	if doc.Enabled != nil {
+		c.Enabled = doc.Enabled
+	}
+	if doc.Listen != nil {
+		c.Listen = *doc.Listen
+	}
+	if doc.Watchdogs != nil && c.Watchdogs == nil {
+		c.Watchdogs = make(map[string]Duration, len(doc.Watchdogs))
+	}
+	for name, d := range doc.Watchdogs {
+		c.Watchdogs[name] = *d
+	}
+	return nil
+}
+
+// configYAML is Config as UnmarshalYAML reads it: a pointer where a value
+// left out must be told from the zero value. Its name is the one yaml.v3
+// gives in an error (an unknown field with KnownFields, say).
+type configYAML struct {
+	Enabled   *bool                `yaml:"enabled"`
+	Listen    *string              `yaml:"listen"`
+	Watchdogs map[string]*Duration `yaml:"watchdogs"`
+}
+
+// validateWatchdogs is Validate's part for Watchdogs: the first bad entry
+// in the order of the names, so that the error is the same on every run.
+// An empty name is a key left blank, and a name with a control byte or a
+// byte outside ASCII is none an agent gives Watch: both are slips of the
+// operator's, refused (quoted, so that no raw byte reaches the log).
+func (c *Config) validateWatchdogs() error {
+	for _, name := range slices.Sorted(maps.Keys(c.Watchdogs)) {
+		d := time.Duration(c.Watchdogs[name])
+		switch {
+		case name == "":
+			return fmt.Errorf("health: watchdogs: name %q is empty: use the name the agent gives Watch", name)
+		case !isPrintableOrSpace(name):
+			return fmt.Errorf("health: watchdogs: name %q holds a byte outside printable ASCII", name)
+		case d < 0:
+			return fmt.Errorf("health: watchdogs: name %q: timeout %v is negative; 0 disables the watchdog", name, d)
+		}
+	}
+	return nil
+}
+
+// isPrintableOrSpace reports whether every byte of s is printable ASCII,
+// the space included (0x20 to 0x7e): a loop's name may be words.
+func isPrintableOrSpace(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,233 @@
+package health
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+)
+
+// agentYAML is an agent's configuration with its health block.
+type agentYAML struct {
+	Health Config `yaml:"health"`
+}
+
+const notADuration = `is not a duration: write a number and a unit, such as "90s", "10m" or "1h30m", or 0 to disable the watchdog`
+
+// TestDurationDecode reads a watchdog's timeout from YAML (gopkg.in/yaml.v3)
+// and JSON, as the operator writes it: a Go duration string both ways, 0
+// for none, and any other value an error that quotes it, a value left out
+// included, which must never read as 0 and switch the watchdog off.
+func TestDurationDecode(t *testing.T) {
+	tests := []struct {
+		name, yaml, json string
+		want             Duration
+		yamlErr, jsonErr string
+	}{
+		{name: "minutes", yaml: "10m", json: `"10m"`, want: Duration(10 * time.Minute)},
+		{name: "quoted in YAML", yaml: `"90s"`, json: `"90s"`, want: Duration(90 * time.Second)},
+		{name: "compound", yaml: "1h30m", json: `"1h30m"`, want: Duration(90 * time.Minute)},
+		{name: "zero disables", yaml: "0", json: "0", want: 0},
+		{name: "zero with a unit", yaml: "0s", json: `"0s"`, want: 0},
+		{name: "negative decodes; Validate refuses it", yaml: "-1m", json: `"-1m"`, want: Duration(-time.Minute)},
+		{name: "no unit", yaml: "600", json: "600",
+			yamlErr: `health: watchdog timeout "600" ` + notADuration, jsonErr: `health: watchdog timeout "600" ` + notADuration},
+		{name: "no unit, quoted", yaml: `"600"`, json: `"600"`,
+			yamlErr: `health: watchdog timeout "600" ` + notADuration, jsonErr: `health: watchdog timeout "600" ` + notADuration},
+		{name: "unknown unit", yaml: "10x", json: `"10x"`,
+			yamlErr: `health: watchdog timeout "10x" ` + notADuration, jsonErr: `health: watchdog timeout "10x" ` + notADuration},
+		{name: "a boolean", yaml: "true", json: "true",
+			yamlErr: `health: watchdog timeout "true" ` + notADuration, jsonErr: `health: watchdog timeout "true" ` + notADuration},
+		{name: "a control byte", yaml: `"1\x00m"`, json: `"1\u0000m"`,
+			yamlErr: `health: watchdog timeout "1\x00m" ` + notADuration, jsonErr: `health: watchdog timeout "1\x00m" ` + notADuration},
+		{name: "no value", yaml: "", json: "null",
+			yamlErr: `health: watchdogs: name "reconcile" has no timeout: write one, such as "10m", or 0 to disable the watchdog`,
+			jsonErr: `health: watchdog timeout null is not a duration: write one, such as "10m", or 0 to disable the watchdog`},
+		{name: "null", yaml: "~", json: "null",
+			yamlErr: `health: watchdogs: name "reconcile" has no timeout: write one, such as "10m", or 0 to disable the watchdog`,
+			jsonErr: `health: watchdog timeout null is not a duration: write one, such as "10m", or 0 to disable the watchdog`},
+		{name: "a map", yaml: "{a: 1}", json: `{"a":1}`,
+			yamlErr: "yaml: unmarshal errors:\n  line 3: cannot unmarshal !!map into health.Duration",
+			jsonErr: `health: watchdog timeout "{\"a\":1}" ` + notADuration},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var y agentYAML
+			err := yaml.Unmarshal([]byte("health:\n  watchdogs:\n    reconcile: "+tc.yaml+"\n"), &y)
+			if tc.yamlErr != "" {
+				assert.EqualError(t, err, tc.yamlErr)
+			} else if assert.NoError(t, err) {
+				assert.Equal(t, map[string]Duration{"reconcile": tc.want}, y.Health.Watchdogs)
+			}
+
+			var j Config
+			err = json.Unmarshal([]byte(`{"watchdogs":{"reconcile":`+tc.json+`}}`), &j)
+			if tc.jsonErr != "" {
+				assert.EqualError(t, err, tc.jsonErr)
+			} else if assert.NoError(t, err) {
+				assert.Equal(t, map[string]Duration{"reconcile": tc.want}, j.Watchdogs)
+			}
+		})
+	}
+}
+
+// TestDurationEncode writes timeouts back as Go duration strings, in YAML
+// and JSON, and reads them back the same.
+func TestDurationEncode(t *testing.T) {
+	cfg := Config{Listen: "127.0.0.1:9101", Watchdogs: map[string]Duration{"reconcile": Duration(10 * time.Minute), "gc": 0}}
+
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, `{"listen":"127.0.0.1:9101","watchdogs":{"gc":"0s","reconcile":"10m0s"}}`, string(b))
+	var fromJSON Config
+	require.NoError(t, json.Unmarshal(b, &fromJSON))
+	assert.Equal(t, cfg, fromJSON)
+
+	b, err = yaml.Marshal(agentYAML{Health: cfg})
+	require.NoError(t, err)
+	assert.Equal(t, "health:\n    enabled: null\n    listen: 127.0.0.1:9101\n    watchdogs:\n        gc: 0s\n        reconcile: 10m0s\n", string(b))
+	var fromYAML agentYAML
+	require.NoError(t, yaml.Unmarshal(b, &fromYAML))
+	assert.Equal(t, cfg, fromYAML.Health)
+}
+
+// TestConfigUnmarshalYAML: the health block decodes through Config's own
+// UnmarshalYAML as it would without it: every field, the strictness of a
+// decoder with KnownFields, and the values of the fields the document
+// leaves out, watchdogs merged into those already set.
+func TestConfigUnmarshalYAML(t *testing.T) {
+	no := false
+	var y agentYAML
+	require.NoError(t, yaml.Unmarshal([]byte("health:\n  enabled: false\n  listen: \"[::1]:9101\"\n  watchdogs: {reconcile: 10m, gc: 0}\n"), &y))
+	assert.Equal(t, Config{Enabled: &no, Listen: "[::1]:9101", Watchdogs: map[string]Duration{"reconcile": Duration(10 * time.Minute), "gc": 0}}, y.Health)
+
+	y = agentYAML{Health: Config{Listen: ":9101", Watchdogs: map[string]Duration{"gc": Duration(time.Hour)}}}
+	require.NoError(t, yaml.Unmarshal([]byte("health:\n  watchdogs: {reconcile: 10m}\n"), &y))
+	assert.Equal(t, Config{Listen: ":9101", Watchdogs: map[string]Duration{"reconcile": Duration(10 * time.Minute), "gc": Duration(time.Hour)}}, y.Health)
+
+	dec := yaml.NewDecoder(strings.NewReader("health:\n  listen: \":9101\"\n  watchdog: {reconcile: 10m}\n"))
+	dec.KnownFields(true)
+	assert.EqualError(t, dec.Decode(&y), "yaml: unmarshal errors:\n  line 3: field watchdog not found in type health.configYAML")
+}
+
+func TestValidateWatchdogs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		watchdogs map[string]Duration
+		want      string
+	}{
+		{"none", nil, ""},
+		{"overrides", map[string]Duration{"reconcile": Duration(10 * time.Minute), "peer watch": 0, "~!": 1}, ""},
+		{"empty name", map[string]Duration{"": Duration(time.Minute)},
+			`health: watchdogs: name "" is empty: use the name the agent gives Watch`},
+		{"newline", map[string]Duration{"re\nconcile": Duration(time.Minute)},
+			`health: watchdogs: name "re\nconcile" holds a byte outside printable ASCII`},
+		{"NUL", map[string]Duration{"a\x00": 0}, `health: watchdogs: name "a\x00" holds a byte outside printable ASCII`},
+		{"DEL", map[string]Duration{"a\x7f": 0}, `health: watchdogs: name "a\x7f" holds a byte outside printable ASCII`},
+		{"not ASCII", map[string]Duration{"réconcile": 0}, `health: watchdogs: name "réconcile" holds a byte outside printable ASCII`},
+		{"not UTF-8", map[string]Duration{"a\xff": 0}, `health: watchdogs: name "a\xff" holds a byte outside printable ASCII`},
+		{"negative", map[string]Duration{"reconcile": Duration(-time.Second)},
+			`health: watchdogs: name "reconcile": timeout -1s is negative; 0 disables the watchdog`},
+		{"the first by name", map[string]Duration{"b": -1, "a": -2, "c\n": 0},
+			`health: watchdogs: name "a": timeout -2ns is negative; 0 disables the watchdog`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Listen: DefaultListen, Watchdogs: tc.watchdogs}
+			err := cfg.Validate()
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.EqualError(t, err, tc.want)
+			assert.False(t, bytes.ContainsFunc([]byte(err.Error()), func(r rune) bool { return r < 0x20 || r == 0x7f }),
+				"no raw control byte")
+		})
+	}
+	cfg := Config{Listen: "", Watchdogs: map[string]Duration{"": -1}}
+	assert.ErrorContains(t, cfg.Validate(), "health: listen is empty", "listen, the first field, first")
+}
+
+// TestWatchOverriddenByConfig: a name in Config.Watchdogs gets the
+// config's timeout, logged once per Watch; 0 disables the watchdog (never
+// unmet, no deadline, Beat and Stop as ever); a name not in the map keeps
+// the code's timeout, and a negative one, which Validate refuses, is
+// ignored with an ERROR line rather than a panic.
+func TestWatchOverriddenByConfig(t *testing.T) {
+	watchdogs := map[string]Duration{"reconcile": Duration(10 * time.Minute), "gc": 0, "bad": Duration(-time.Second)}
+	logs := &logBuffer{}
+	s := NewServer(Config{Listen: "127.0.0.1:0", Watchdogs: watchdogs}, slogTo(logs))
+	logs.server = s
+	watchdogs["other"] = 1 // the caller's map stays the caller's
+	setLatches(s)
+
+	reconcile := s.Watch("reconcile", time.Second)
+	gc := s.Watch("gc", time.Second)
+	other := s.Watch("other", time.Second)
+	bad := s.Watch("bad", 2*time.Second)
+	defer other.Stop()
+	defer bad.Stop()
+	assert.Equal(t, []WatchdogStatus{
+		{Name: "reconcile", Timeout: 10 * time.Minute, Overdue: true},
+		{Name: "gc", Timeout: 0},
+		{Name: "other", Timeout: time.Second, Overdue: true},
+		{Name: "bad", Timeout: 2 * time.Second, Overdue: true},
+	}, s.Status().Watchdogs)
+	assert.Equal(t, `subsystem unresponsive: "reconcile" (no beat yet, timeout 10m0s), "other" (no beat yet, timeout 1s), "bad" (no beat yet, timeout 2s)`,
+		s.Ready().Error(), "the disabled one is met without a Beat")
+	reconcile.Beat()
+	other.Beat()
+	bad.Beat()
+	assert.NoError(t, s.Ready())
+
+	assert.Zero(t, testing.AllocsPerRun(100, gc.Beat), "a disabled watchdog's Beat is a met one's")
+	assert.Equal(t, uint64(101), s.Status().Watchdogs[1].Beats)
+	assert.False(t, s.Status().Watchdogs[1].LastBeat.IsZero())
+	reconcile.Stop()
+	other.Stop()
+	bad.Stop()
+	assert.False(t, timerArmed(s), "a disabled watchdog has no deadline to watch")
+	assert.NoError(t, s.Ready())
+	gc.Stop()
+	assert.Empty(t, s.Status().Watchdogs)
+	assert.Equal(t, []WatchdogTotals{{Name: "reconcile", Beats: 1}, {Name: "gc", Beats: 101}, {Name: "other", Beats: 1}, {Name: "bad", Beats: 1}},
+		s.Status().WatchdogTotals)
+
+	var lines []string
+	for _, line := range healthLines(logs) {
+		if strings.Contains(line, "watchdog timeout") {
+			lines = append(lines, line)
+		}
+	}
+	assert.Equal(t, []string{
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=10m0s`,
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=gc timeout=0s`,
+		`level=ERROR msg="health: watchdog timeout set by config is negative; the code's is kept" subsystem=bad config=-1s timeout=2s`,
+	}, lines)
+}
+
+// TestConfigTimeoutSetsTheDeadline: the config's timeout is the one the
+// deadline timer keeps, shorter or longer than the code's, and the one the
+// ERROR line names.
+func TestConfigTimeoutSetsTheDeadline(t *testing.T) {
+	logs := &logBuffer{}
+	s := NewServer(Config{Listen: "127.0.0.1:0", Watchdogs: map[string]Duration{
+		"reconcile": Duration(50 * time.Millisecond), "patient": Duration(time.Hour), "gc": 0}}, slogTo(logs))
+	logs.server = s
+	setLatches(s)
+	gc := s.Watch("gc", time.Millisecond) // disabled: never beaten, and never late
+	defer gc.Stop()
+	patient := s.Watch("patient", time.Millisecond)
+	defer patient.Stop()
+	patient.Beat()
+	w := s.Watch("reconcile", time.Hour)
+	defer w.Stop()
+	w.Beat()
+	waitUnresponsive(t, s, "the config's 50 ms deadline")
+	assert.Equal(t, `subsystem unresponsive: "reconcile" (no beat within 50ms)`, s.Ready().Error(), "patient, 1 ms in the code, is met, and gc disabled")
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms`))
+}

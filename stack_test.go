@@ -1,0 +1,303 @@
+package health
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestHeaderID(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		id     uint64
+	}{
+		{"goroutine 7 [running]:\nmain.main()", 7},
+		{"goroutine 18446744073709551615 [select]:", 18446744073709551615},
+		{"goroutine 12 gp=0xc000 m=nil [chan receive]:", 12}, // GOTRACEBACK=system's header
+		{"goroutine 7", 0},
+		{"goroutine  7 [running]:", 0},
+		{"goroutine x [running]:", 0},
+		{"created by main.main in goroutine 1", 0},
+		{"", 0},
+	} {
+		assert.Equal(t, tc.id, headerID([]byte(tc.header)), "%q", tc.header)
+	}
+	assert.NotZero(t, goroutineID())
+}
+
+// fakeDump is a dump of three goroutines in runtime.Stack's format, the
+// last with the dump's final newline.
+const fakeDump = "goroutine 1 [running]:\nmain.main()\n\t/src/main.go:9 +0x11c\n\n" +
+	"goroutine 12 [sync.Mutex.Lock, 3 minutes]:\nsync.(*Mutex).Lock(...)\n\t/go/src/sync/mutex.go:46\nmain.reconcile()\n\t/src/main.go:20 +0x2d\ncreated by main.main in goroutine 1\n\t/src/main.go:13 +0x85\n\n" +
+	"goroutine 123 [chan receive]:\nmain.watch()\n\t/src/main.go:30 +0x19\ncreated by main.main in goroutine 1\n\t/src/main.go:16 +0xe5\n"
+
+// dumpOf returns a dump function that writes text, as much as fits, as
+// runtime.Stack does, and counts its calls.
+func dumpOf(text string, calls *int) func([]byte) int {
+	return func(buf []byte) int {
+		*calls++
+		return copy(buf, text)
+	}
+}
+
+// TestStacksOf picks each goroutine's block out of a dump, alone and
+// exactly as the runtime printed it, and says so when there is none.
+func TestStacksOf(t *testing.T) {
+	calls := 0
+	got := stacksOf(dumpOf(fakeDump, &calls), maxDump, 3, []uint64{12, 1, 123, 0, 99, 2})
+	assert.Equal(t, map[uint64]string{
+		12:  "goroutine 12 [sync.Mutex.Lock, 3 minutes]:\nsync.(*Mutex).Lock(...)\n\t/go/src/sync/mutex.go:46\nmain.reconcile()\n\t/src/main.go:20 +0x2d\ncreated by main.main in goroutine 1\n\t/src/main.go:13 +0x85",
+		1:   "goroutine 1 [running]:\nmain.main()\n\t/src/main.go:9 +0x11c",
+		123: "goroutine 123 [chan receive]:\nmain.watch()\n\t/src/main.go:30 +0x19\ncreated by main.main in goroutine 1\n\t/src/main.go:16 +0xe5",
+		0:   "no goroutine has beaten yet",
+		99:  "the goroutine that last beat has exited",
+		2:   "the goroutine that last beat has exited",
+	}, got)
+	assert.Equal(t, 1, calls, "one dump for every id")
+
+	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, 3, []uint64{0})
+	assert.Equal(t, map[uint64]string{0: "no goroutine has beaten yet"}, got)
+	assert.Equal(t, 1, calls, "no dump when no goroutine is known")
+
+	// A dump that fills every buffer up to the limit is cut there: a
+	// goroutine not in it may be alive, so it is not said to have exited.
+	full := func(buf []byte) int {
+		calls++
+		const block = "goroutine 1 [running]:\nx\n\n"
+		return copy(buf, strings.Repeat(block, len(buf)/len(block)+1))
+	}
+	calls = 0
+	got = stacksOf(full, 1<<20, 3, []uint64{1, 5})
+	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: "the goroutine that last beat is not in the first 64 MiB of the process's stacks"}, got)
+	assert.Equal(t, 5, calls, "64 KiB, doubled up to the 1 MiB limit")
+
+	// The first buffer is sized for the goroutines: one stop of the
+	// world, not one per doubling from 64 KiB.
+	dumpHint.Store(0)
+	need := strings.Repeat("goroutine 1 [running]:\nx\n\n", 10_000) // 260,000 bytes
+	fits := func(buf []byte) int { calls++; return copy(buf, need) }
+	calls = 0
+	stacksOf(fits, maxDump, 20, []uint64{1})
+	assert.Equal(t, 3, calls, "20 goroutines guessed at 40 KiB: 64 KiB, 128, then 256 fits")
+	dumpHint.Store(0)
+	calls = 0
+	stacksOf(fits, maxDump, 10_000, []uint64{1})
+	assert.Equal(t, 1, calls, "10,000 goroutines: a buffer for them at once")
+	calls = 0
+	stacksOf(fits, maxDump, 3, []uint64{1})
+	assert.Equal(t, 1, calls, "the last dump's size is the next one's start")
+
+	// Too many goroutines to stop the world for: no dump.
+	calls = 0
+	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, maxDumpGoroutines+1, []uint64{12, 0})
+	assert.Equal(t, map[uint64]string{
+		12: "not taken: the process has 20001 goroutines, and a dump of them all would stop it for too long (the bound is 20000)",
+		0:  "no goroutine has beaten yet",
+	}, got)
+	assert.Zero(t, calls)
+	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, maxDumpGoroutines, []uint64{12})
+	assert.True(t, strings.HasPrefix(got[12], "goroutine 12 ["), "at the bound, a dump")
+}
+
+func TestCutStack(t *testing.T) {
+	line := strings.Repeat("x", 99) + "\n" // 100 bytes
+	long := strings.Repeat(line, 200)      // 20,000 bytes
+	wantLong := strings.Repeat(line, 162) + strings.Repeat("x", 99) + stackCut
+	for _, tc := range []struct {
+		name, stack, want string
+	}{
+		{"short", "goroutine 1 [running]:\nmain.main()", "goroutine 1 [running]:\nmain.main()"},
+		{"exactly 16 KiB", strings.Repeat("y", maxStack), strings.Repeat("y", maxStack)},
+		{"longer: cut at a line end", long, wantLong},
+		{"one line longer than 16 KiB: cut in it", strings.Repeat("z", maxStack+1), strings.Repeat("z", maxStack-len(stackCut)) + stackCut},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := cutStack([]byte(tc.stack))
+			assert.Equal(t, tc.want, got)
+			assert.LessOrEqual(t, len(got), maxStack)
+		})
+	}
+	assert.Equal(t, "\n...the rest is cut: the stack is longer than 16 KiB", stackCut)
+}
+
+// stuckLoop is a watched loop that beats, then hangs on mu at its next
+// turn until mu is released, then beats once more and returns without
+// Stop. It sends its goroutine's id first.
+func stuckLoop(w *Watchdog, mu *sync.Mutex, id chan<- uint64, turned chan<- struct{}) {
+	id <- goroutineID()
+	w.Beat()
+	mu.Lock() // hangs here
+	w.Beat()
+	mu.Unlock()
+	close(turned)
+}
+
+// TestStuckGoroutineStack: a deadline's ERROR line and Status carry the
+// stack of the goroutine that made the watchdog met, and only its stack,
+// with its wait reason, until a Beat makes it met again; once that
+// goroutine has returned without Stop, the next deadline says so.
+func TestStuckGoroutineStack(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, logs := newReadyServer(t)
+	w := s.Watch("reconcile", 50*time.Millisecond)
+	defer w.Stop()
+	var mu sync.Mutex
+	mu.Lock()
+	ids, turned := make(chan uint64, 1), make(chan struct{})
+	go stuckLoop(w, &mu, ids, turned)
+	id := <-ids
+
+	waitUnresponsive(t, s, "the hung loop's deadline")
+	stack := s.Status().Watchdogs[0].Stack
+	header, frames, _ := strings.Cut(stack, "\n")
+	assert.Equal(t, fmt.Sprintf("goroutine %d [sync.Mutex.Lock]:", id), header)
+	assert.Contains(t, frames, "sync.(*Mutex).Lock(")
+	assert.Contains(t, frames, "\ngithub.com/meshnode/health.stuckLoop(")
+	assert.Contains(t, frames, "\ncreated by github.com/meshnode/health.TestStuckGoroutineStack in goroutine ")
+	headers := 0
+	for _, line := range strings.Split(stack, "\n") {
+		if strings.HasPrefix(line, "goroutine ") {
+			headers++
+		}
+	}
+	assert.Equal(t, 1, headers, "that goroutine's stack alone")
+	assert.False(t, strings.HasSuffix(stack, "\n"))
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms stack=`+strconv.Quote(stack)),
+		"the line carries the same text")
+
+	ch := s.Changed()
+	mu.Unlock()
+	<-turned
+	waitClosed(t, ch, 10*time.Second, "the Beat after the lock")
+	require.NoError(t, s.Ready())
+	assert.Empty(t, s.Status().Watchdogs[0].Stack, "met again: no stack")
+
+	waitUnresponsive(t, s, "the deadline after the loop returned without Stop")
+	assert.Equal(t, "the goroutine that last beat has exited", s.Status().Watchdogs[0].Stack)
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms stack="the goroutine that last beat has exited"`))
+}
+
+// TestStackBeforeTheFirstBeat: the first deadline, counted from Watch,
+// finds no goroutine to show, and says so without a dump.
+func TestStackBeforeTheFirstBeat(t *testing.T) {
+	s, logs := newReadyServer(t)
+	dumps := 0
+	s.stackDump = dumpOf(fakeDump, &dumps)
+	w := s.Watch("watch", 20*time.Millisecond)
+	defer w.Stop()
+	eventually(t, func() bool { return s.Status().Watchdogs[0].Timeouts == 1 }, "the first deadline")
+	assert.Equal(t, "no goroutine has beaten yet", s.Status().Watchdogs[0].Stack)
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=watch timeout=20ms stack="no goroutine has beaten yet"`))
+	assert.Zero(t, dumps)
+}
+
+// TestStackOncePerDeadlineOutsideTheLock: a deadline dumps the goroutines
+// once, whatever the Beats and probes around it, and never under the
+// Server's lock; watchdogs whose deadlines pass together share one dump.
+func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
+	s, _ := newReadyServer(t)
+	var dumps, locked int
+	s.stackDump = func(buf []byte) int {
+		dumps++
+		if s.mu.TryLock() {
+			s.mu.Unlock()
+		} else {
+			locked++
+		}
+		return dumpAll(buf)
+	}
+	w := s.Watch("reconcile", 30*time.Millisecond)
+	for round := 1; round <= 3; round++ {
+		for range 100 {
+			w.Beat()
+			serve(s.Handler(), "GET", "/readyz")
+		}
+		waitUnresponsive(t, s, "the deadline")
+		assert.Equal(t, round, dumps, "one dump per deadline")
+		s.Status()
+	}
+	w.Stop()
+	assert.Zero(t, locked, "no dump under the lock")
+
+	// Two deadlines that the timer finds passed at once: one dump.
+	a, b := s.Watch("a", time.Hour), s.Watch("b", time.Hour)
+	defer a.Stop()
+	defer b.Stop()
+	a.Beat()
+	b.Beat()
+	s.mu.Lock()
+	s.epoch = s.epoch.Add(-2 * time.Hour) // both an hour past their deadline
+	gen := s.watch.gen
+	s.mu.Unlock()
+	dumps = 0
+	s.deadlinesPassed(gen)
+	assert.Equal(t, 1, dumps)
+	st := s.Status().Watchdogs
+	require.Len(t, st, 2)
+	assert.True(t, strings.HasPrefix(st[0].Stack, "goroutine "), st[0].Stack)
+	assert.Equal(t, st[0].Stack, st[1].Stack, "both beaten from this goroutine")
+}
+
+// BenchmarkStackCapture is what a deadline's stack costs with 10,000
+// goroutines in the process, each parked ten frames deep on a channel: the
+// dump of every goroutine, during which the world is stopped, and the
+// whole capture, the dump and the search for the one goroutine.
+func BenchmarkStackCapture(b *testing.B) {
+	const goroutines = 10_000
+	release := make(chan struct{})
+	var parked sync.WaitGroup
+	ids := make(chan uint64, 1)
+	for i := range goroutines {
+		parked.Add(1)
+		go func() {
+			defer parked.Done()
+			parkDeep(10, func() {
+				if i == goroutines/2 {
+					ids <- goroutineID()
+				}
+				<-release
+			})
+		}()
+	}
+	id := <-ids
+	defer func() {
+		close(release)
+		parked.Wait()
+	}()
+
+	b.Run("dump", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			buf, _ := takeDump(dumpAll, maxDump, runtime.NumGoroutine())
+			n = len(buf)
+		}
+		b.ReportMetric(float64(n), "dump-bytes")
+	})
+	b.Run("capture", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if s := stacksOf(dumpAll, maxDump, runtime.NumGoroutine(), []uint64{id}); !strings.HasPrefix(s[id], "goroutine ") {
+				b.Fatal(s[id])
+			}
+		}
+	})
+}
+
+// parkDeep calls park depth frames down, so that a parked goroutine's
+// stack is as deep as an agent's loop's.
+func parkDeep(depth int, park func()) {
+	if depth == 0 {
+		park()
+		return
+	}
+	parkDeep(depth-1, park)
+}
