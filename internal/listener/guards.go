@@ -170,3 +170,21 @@ func (l *connLimiter) stillWaiting(c *limitedConn) bool {
 	defer l.mu.Unlock()
 	return c.state == slotWaiting
 }
+
+// limitedConn is a connection in one of net/http's slots.
+type limitedConn struct {
+	net.Conn
+	limiter *connLimiter
+
+	state slotState // guarded by limiter.mu
+	links[limitedConn]
+
+	// Used by the goroutine reading the connection only (net/http's reads
+	// never overlap).
+	read    int           // bytes read so far
+	header  headerScanner // the request header's lines, as read so far
+	refused bool          // the request has been refused as too large
+}
+
+// connList is a list of connections in slots, oldest first.
+type connList = list[limitedConn, *limitedConn]

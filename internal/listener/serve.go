@@ -1,3 +1,40 @@
+// Package listener is how bytes reach the probe handler: a listener that
+// no local process can use to cost the kubelet its probe, or the agent
+// its CPU, memory or descriptors.
+//
+// Anything that can reach the port can use it. A liveness probe that
+// fails restarts the agent, and the restart runs its drain path, which
+// tears the data plane down; so every resource a connection can hold is
+// bounded, and a flood must cost the agent no more than it costs a plain
+// net/http server. The design, in the order a connection meets it:
+//
+//   - Accept is deferred (TCP_DEFER_ACCEPT on Linux): a client that sends
+//     nothing waits in the kernel, about 31 s, at no cost to the process.
+//   - Each accepted connection is peeked at (MSG_PEEK), without consuming
+//     its bytes. A header over 4 KiB or 64 lines is refused with
+//     net/http's 431; a client already gone is closed; a whole plain probe
+//     is answered there and then by the short path, with the bytes
+//     net/http would write, so a queue of complete requests drains at the
+//     kernel's pace.
+//   - On Linux, a connection whose header is not yet whole waits in the
+//     waiting room: an edge-triggered epoll set of the package's own,
+//     with no goroutine or buffer per connection, until its header is
+//     whole, its client goes, 2 s pass since its accept (closed, as
+//     net/http's ReadHeaderTimeout would), or room is needed (the one
+//     that waited longest is closed: an eviction). Evicting from
+//     goroutines instead turned a flood into a reconnect storm that cost
+//     twelve times a plain server's CPU.
+//   - net/http gets the rest, in at most 256 slots (a quarter of the
+//     soft descriptor limit), each counted until its goroutine ends. On
+//     Linux they hold only whole headers, answered in microseconds;
+//     elsewhere they also hold what waits, and the one that has waited
+//     longest without a request is evicted to make room. The guards
+//     (guards.go) stop what net/http itself would hold on to: OPTIONS *,
+//     bodies, the linger after a refusal, Expect, header lines.
+//   - Out of descriptors, Accept makes room at once rather than back off.
+//
+// Nothing here waits for a log sink: every line goes to the caller's
+// LogFunc, at most once a minute per kind.
 package listener
 
 import (
@@ -39,6 +76,21 @@ const (
 // LogFunc writes a log line as slog.Logger.Log does. Serve calls it from
 // the goroutines that accept connections, so it must not wait for a sink.
 type LogFunc func(level slog.Level, msg string, args ...any)
+
+// logGate lets a log line through at most once a minute: clients can
+// provoke each of Serve's warnings, and must not write to the agent's log
+// at will. Its owner's lock guards it.
+type logGate struct{ last time.Time }
+
+// due reports whether the line may be written now, and if so starts the
+// next minute.
+func (g *logGate) due(now time.Time) bool {
+	if now.Sub(g.last) < time.Minute {
+		return false
+	}
+	g.last = now
+	return true
+}
 
 // Response is a fixed answer of the root's handler, as the short path
 // writes it.

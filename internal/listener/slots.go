@@ -26,12 +26,6 @@ func connLimit(soft uint64) int {
 	return max(1, int(soft/4))
 }
 
-// descriptorRetry is how long Accept, out of descriptors, waits for a
-// connection to queue before it asks accept again, and how long it waits
-// when it holds nothing it could close: the rest of the process holds
-// every descriptor, and only time frees one.
-const descriptorRetry = 10 * time.Millisecond
-
 // slotState is where a connection in a slot stands, which decides whether
 // it may be closed to make room.
 type slotState uint8
@@ -240,57 +234,6 @@ func (l *connLimiter) admit(nc net.Conn, p peeked) net.Conn {
 	return c
 }
 
-// outOfDescriptors makes room after accept failed for lack of
-// descriptors, rather than backing off as net/http would while the
-// kubelet's connection waits in the kernel's queue, and says so once a
-// minute. accept(2) fails so before it looks at its queue, so it first
-// asks whether anyone is connecting (acceptQueued): with nobody, the
-// shortage is the rest of the process's, and closing a connection would
-// close it for nobody. Then it closes the connection that has waited
-// longest in the room, else the oldest slot without a request, which
-// frees its descriptor at once, or else waits for a slot being answered
-// to end. Only when Serve holds nothing does it wait descriptorRetry.
-func (l *connLimiter) outOfDescriptors(err error) {
-	l.warn(&l.outOfFDLog, "health: out of file descriptors; closing the oldest connections that have not sent a whole request", err)
-	queued, pollErr := acceptQueued(l.Listener, descriptorRetry)
-	if pollErr != nil {
-		l.warn(&l.pollLog, "health: out of file descriptors, and cannot tell whether a connection waits; making room as if one did", pollErr)
-	}
-	if !queued {
-		return
-	}
-	if l.room != nil && l.room.evictOldest() {
-		return
-	}
-	l.mu.Lock()
-	if victim := l.evictOldest(true); victim != nil {
-		l.mu.Unlock()
-		_ = victim.Conn.Close()
-		return
-	}
-	if held := l.held; held > 0 {
-		for l.held >= held && !l.closing {
-			l.released.Wait()
-		}
-		l.mu.Unlock()
-		return
-	}
-	l.mu.Unlock()
-	time.Sleep(descriptorRetry)
-}
-
-// warn writes msg through gate, with err and the slots held: what an
-// operator sizing the agent's descriptor limit needs.
-func (l *connLimiter) warn(gate *logGate, msg string, err error) {
-	l.mu.Lock()
-	logNow := gate.due(time.Now())
-	held := l.held
-	l.mu.Unlock()
-	if logNow {
-		l.log(slog.LevelWarn, msg, "held", held, "err", err)
-	}
-}
-
 // evictOldest evicts the slot that has waited longest without a request,
 // if there is one, and returns it for the caller to close once it has
 // released l.mu. Unless a newcomer is known to be waiting in the kernel,
@@ -304,21 +247,6 @@ func (l *connLimiter) evictOldest(newcomerWaiting bool) *limitedConn {
 	l.evict(c)
 	l.counters.countEviction()
 	return c
-}
-
-// logGate lets a log line through at most once a minute: clients can
-// provoke each of Serve's warnings, and must not write to the agent's log
-// at will. Its owner's lock guards it.
-type logGate struct{ last time.Time }
-
-// due reports whether the line may be written now, and if so starts the
-// next minute.
-func (g *logGate) due(now time.Time) bool {
-	if now.Sub(g.last) < time.Minute {
-		return false
-	}
-	g.last = now
-	return true
 }
 
 // evict marks a waiting slot evicted; the caller closes it, which its
@@ -419,21 +347,3 @@ func (l *connLimiter) wait() {
 		l.released.Wait()
 	}
 }
-
-// limitedConn is a connection in one of net/http's slots.
-type limitedConn struct {
-	net.Conn
-	limiter *connLimiter
-
-	state slotState // guarded by limiter.mu
-	links[limitedConn]
-
-	// Used by the goroutine reading the connection only (net/http's reads
-	// never overlap).
-	read    int           // bytes read so far
-	header  headerScanner // the request header's lines, as read so far
-	refused bool          // the request has been refused as too large
-}
-
-// connList is a list of connections in slots, oldest first.
-type connList = list[limitedConn, *limitedConn]

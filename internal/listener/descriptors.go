@@ -1,0 +1,63 @@
+package listener
+
+import (
+	"log/slog"
+	"time"
+)
+
+// descriptorRetry is how long Accept, out of descriptors, waits for a
+// connection to queue before it asks accept again, and how long it waits
+// when it holds nothing it could close: the rest of the process holds
+// every descriptor, and only time frees one.
+const descriptorRetry = 10 * time.Millisecond
+
+// outOfDescriptors makes room after accept failed for lack of
+// descriptors, rather than backing off as net/http would while the
+// kubelet's connection waits in the kernel's queue, and says so once a
+// minute. accept(2) fails so before it looks at its queue, so it first
+// asks whether anyone is connecting (acceptQueued): with nobody, the
+// shortage is the rest of the process's, and closing a connection would
+// close it for nobody. Then it closes the connection that has waited
+// longest in the room, else the oldest slot without a request, which
+// frees its descriptor at once, or else waits for a slot being answered
+// to end. Only when Serve holds nothing does it wait descriptorRetry.
+func (l *connLimiter) outOfDescriptors(err error) {
+	l.warn(&l.outOfFDLog, "health: out of file descriptors; closing the oldest connections that have not sent a whole request", err)
+	queued, pollErr := acceptQueued(l.Listener, descriptorRetry)
+	if pollErr != nil {
+		l.warn(&l.pollLog, "health: out of file descriptors, and cannot tell whether a connection waits; making room as if one did", pollErr)
+	}
+	if !queued {
+		return
+	}
+	if l.room != nil && l.room.evictOldest() {
+		return
+	}
+	l.mu.Lock()
+	if victim := l.evictOldest(true); victim != nil {
+		l.mu.Unlock()
+		_ = victim.Conn.Close()
+		return
+	}
+	if held := l.held; held > 0 {
+		for l.held >= held && !l.closing {
+			l.released.Wait()
+		}
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	time.Sleep(descriptorRetry)
+}
+
+// warn writes msg through gate, with err and the slots held: what an
+// operator sizing the agent's descriptor limit needs.
+func (l *connLimiter) warn(gate *logGate, msg string, err error) {
+	l.mu.Lock()
+	logNow := gate.due(time.Now())
+	held := l.held
+	l.mu.Unlock()
+	if logNow {
+		l.log(slog.LevelWarn, msg, "held", held, "err", err)
+	}
+}
