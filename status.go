@@ -185,19 +185,17 @@ const pressureWindow = 10 * time.Second
 // each field adds up over them: Held and Limit over those running now, the
 // counts over every one since the Server was made.
 //
-// A connection that arrives empty under a flood and waits in quarantine for
-// its first bytes (see Server.Serve) is not Held: it has no goroutine and
-// no buffers yet, only its descriptor, and the quarantine holds at most
-// three times Limit less Held. It counts in Accepted when it is accepted,
-// once, and in Evicted if it is closed without having spoken: the server
-// closed a silent client for want of room, as an eviction does. A
-// connection whose client has already gone when it is accepted counts as
-// accepted, never as held or evicted.
+// On Linux a connection whose request header has not arrived whole waits
+// in Serve's waiting room (see Server.Serve), which holds no goroutine and
+// no buffer: it is not Held. It counts in Accepted when it is accepted,
+// once, and in Evicted if the room closes it to make room, not if its
+// 2 s header timeout closes it. A connection whose client has already
+// gone when it is accepted counts as accepted, never as held or evicted.
 type ConnStatus struct {
 	Held     int    // connections held now (counted until their goroutines end)
 	Limit    int    // the bound on Held: a quarter of the soft descriptor limit, at most 256; 0 when Serve is not running
 	Accepted uint64 // connections accepted since Serve began (the first one, with several)
-	Evicted  uint64 // of those, closed to make room, or closed unspoken in quarantine: a local flood's signature
+	Evicted  uint64 // of those, closed to make room: a local flood's signature
 	Pressure bool   // Serve is defending itself now: it evicted within the last 10 s
 }
 

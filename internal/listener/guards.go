@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -78,20 +79,29 @@ type headerScanner struct {
 }
 
 func (s *headerScanner) scan(p []byte) {
-	for _, b := range p {
-		if s.done {
+	// From line end to line end: the waiting room rescans a header on
+	// every byte a slow client sends, so a long line must cost one
+	// IndexByte, not a loop over its bytes.
+	for len(p) > 0 && !s.done {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.lineEmpty = s.lineEmpty && onlyCR(p)
 			return
 		}
-		switch b {
-		case '\n':
-			s.lines++
-			s.done = s.lineEmpty
-			s.lineEmpty = true
-		case '\r':
-		default:
-			s.lineEmpty = false
+		s.lines++
+		s.done = s.lineEmpty && onlyCR(p[:i])
+		s.lineEmpty = true
+		p = p[i+1:]
+	}
+}
+
+func onlyCR(p []byte) bool {
+	for _, b := range p {
+		if b != '\r' {
+			return false
 		}
 	}
+	return true
 }
 
 // peeked is what Accept saw of a new connection's request before handing

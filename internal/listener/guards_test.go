@@ -181,3 +181,40 @@ func TestNothingLingers(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, lingerers, 3, "OPTIONS *, a body never sent, a 431")
 }
+
+// TestHeaderScanner: the scanner finds the blank line that ends a header
+// and counts its lines, however the bytes are split across scans, as a
+// byte-by-byte reading of the same bytes does.
+func TestHeaderScanner(t *testing.T) {
+	reference := func(p []byte) (lines int, done bool) {
+		lineEmpty := false
+		for _, b := range p {
+			switch b {
+			case '\n':
+				lines++
+				if lineEmpty {
+					return lines, true
+				}
+				lineEmpty = true
+			case '\r':
+			default:
+				lineEmpty = false
+			}
+		}
+		return lines, false
+	}
+	for _, raw := range []string{
+		"", "\n", "\r\n", "\n\n", "\r\n\r\n", "GET / HTTP/1.1\r\n", "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET / HTTP/1.1\nHost: x\n\n", "a\r\r\n\r\r\n", "a\r\n \r\n\r\n", "a\r\nb\rc\r\n\r\nbody\n\n",
+		"\r\r\r", "x\n\rx\n\r\n", strings.Repeat("a", 4000) + "\r\n\r\n", strings.Repeat("a:\r\n", 70) + "\r\n",
+	} {
+		wantLines, wantDone := reference([]byte(raw))
+		for split := 0; split <= len(raw); split += max(1, len(raw)/7) {
+			var s headerScanner
+			s.scan([]byte(raw[:split]))
+			s.scan([]byte(raw[split:]))
+			assert.Equal(t, wantDone, s.done, "%q split at %d", raw, split)
+			assert.Equal(t, wantLines, s.lines, "%q split at %d", raw, split)
+		}
+	}
+}

@@ -2,8 +2,8 @@ package listener
 
 // list is an intrusive doubly linked list, in the order its elements were
 // added, so that the oldest is at hand and any one leaves in O(1) without
-// a search or an allocation: the limiter's connections waiting for a
-// request, and the quarantine's silent ones. Each element embeds its own
+// a search or an allocation: the slots waiting for a request, and the
+// waiting room's connections. Each element embeds its own
 // links; P is the element's pointer type, through which the list reaches
 // them.
 type list[T any, P listElement[T]] struct {

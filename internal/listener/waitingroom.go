@@ -161,7 +161,12 @@ func (r *room) run() {
 		if r.isClosed() {
 			return
 		}
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Spent: expire arms it anew, even for the same deadline.
+			r.mu.Lock()
+			r.armed = 0
+			r.mu.Unlock()
+		} else if err != nil {
 			r.fail(err)
 			return
 		}

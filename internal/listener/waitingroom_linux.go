@@ -131,12 +131,12 @@ func (p *poller) epollWait(epfd uintptr) bool {
 }
 
 // setDeadline makes wait return at deadline, as MonotonicNow reads it,
-// or never for 0. The wall time it sets is reached no earlier than
-// deadline, so that once wait returns, MonotonicNow has passed it.
+// or never for 0. The time is on MonotonicNow's own clock, so that once
+// wait returns, MonotonicNow has reached it.
 func (p *poller) setDeadline(deadline int64) {
 	var t time.Time
 	if deadline != 0 {
-		t = time.Now().Add(time.Duration(deadline - MonotonicNow()))
+		t = monotonicBase.Add(time.Duration(deadline - 1))
 	}
 	_ = p.file.SetReadDeadline(t)
 }

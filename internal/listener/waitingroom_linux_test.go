@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,8 +57,16 @@ func newRoomRig(t *testing.T, ln net.Listener, size int) *roomRig {
 	}()
 	t.Cleanup(func() {
 		_ = r.l.Close()
-		<-done // the handed channel's buffer holds what it handed since
-		for len(r.handed) > 0 {
+		for {
+			select {
+			case nc := <-r.handed:
+				r.release(nc) // the room hands on clients that shut their side
+				continue
+			case <-done:
+			}
+			break
+		}
+		for len(r.handed) > 0 { // handed before done, if select chose done
 			r.release(<-r.handed)
 		}
 		r.l.wait()
@@ -155,7 +165,7 @@ func TestRoomHeaderDeadline(t *testing.T) {
 			require.True(t, probetest.ClosedByServer(c))
 			elapsed := time.Since(start)
 			assert.GreaterOrEqual(t, elapsed, headerTimeout, "closed before its deadline")
-			assert.Less(t, elapsed, headerTimeout+500*time.Millisecond, "closed long after its deadline")
+			assert.Less(t, elapsed, headerTimeout+time.Second, "closed long after its deadline")
 			assert.Zero(t, r.waiting())
 			assert.Zero(t, r.counters.Evicted.Load(), "a deadline is no eviction")
 			assert.Empty(t, r.logs.String())
@@ -195,11 +205,13 @@ func TestRoomClientGoes(t *testing.T) {
 	require.NoError(t, c.(*net.TCPConn).SetLinger(0))
 	require.NoError(t, c.Close()) // a reset
 	probetest.Eventually(t, func() bool { return r.waiting() == 0 }, "the reset connection closed")
+	// A hand-off, were there one, follows the drop at once: the room's
+	// goroutine makes it next.
 	select {
 	case nc := <-r.handed:
 		t.Errorf("the reset connection was handed to net/http")
 		r.release(nc)
-	default:
+	case <-time.After(100 * time.Millisecond):
 	}
 
 	c = r.dialWaiting(1)
@@ -309,18 +321,22 @@ func TestRoomHoldsAFullCrowd(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, status, "a whole probe never waits behind the crowd")
 
+	conns = append(conns, r.dial(partialProbe)) // one more: the oldest goes
+	probetest.Eventually(t, func() bool { return r.counters.Evicted.Load() == 1 }, "the eviction counted")
 	for _, c := range conns {
-		_, err := io.WriteString(c, "\n")
-		require.NoError(t, err)
+		_, _ = io.WriteString(c, "\n") // the evicted one may refuse it
 	}
-	for i, c := range conns {
+	unanswered := 0
+	for _, c := range conns {
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		got, err := io.ReadAll(c)
-		require.NoError(t, err, "client %d", i)
-		require.True(t, strings.HasPrefix(string(got), "HTTP/1.1 503 "), "client %d: %q", i, got)
+		got, _ := io.ReadAll(c)
+		if !strings.HasPrefix(string(got), "HTTP/1.1 503 ") {
+			unanswered++
+		}
 	}
+	assert.Equal(t, 1, unanswered, "the one evicted")
 	assert.Equal(t, uint64(crowd), r.probes.readiness.Load())
-	assert.Zero(t, r.counters.Evicted.Load())
+	assert.Equal(t, uint64(1), r.counters.Evicted.Load())
 }
 
 // TestShutdownUnderFlood: Serve, its room full of clients that keep
@@ -352,3 +368,64 @@ func TestNoRoomWithoutEpoll(t *testing.T) {
 }
 
 var errNoEpoll = errors.New("no epoll here")
+
+// TestWaitingCrowdKernelMemory measures what a full waiting room costs the
+// kernel, which charges it to the agent's memory cgroup: the slab memory
+// (/proc/meminfo's Slab: sockets, their inodes, epoll entries) and the
+// receive buffers (/proc/net/sockstat's TCP mem) that 4,096 connections
+// one byte short of a header add. Both ends are in this process, so the
+// figure is for a pair; the server's end is most of it, since it alone
+// holds bytes. Run it with -v for the figure; it fails past 32 KiB a
+// pair, the sign of kernel buffers grown per connection. Slab is the
+// whole machine's, so its other work moves the figure a little.
+func TestWaitingCrowdKernelMemory(t *testing.T) {
+	floodTest(t)
+	r := newRoomRig(t, nil, maxWaiting)
+	before := kernelMemory(t)
+	conns := make([]net.Conn, 0, maxWaiting)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	for range maxWaiting {
+		c, err := net.Dial("tcp", r.addr)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		_, err = io.WriteString(c, partialProbe)
+		require.NoError(t, err)
+	}
+	probetest.Eventually(t, func() bool { return r.waiting() == maxWaiting }, "the whole crowd waiting")
+	perPair := (kernelMemory(t) - before) / maxWaiting
+	t.Logf("%d waiting connections: %.1f MiB of kernel memory, %d bytes a connection (both ends)", maxWaiting, float64(perPair*maxWaiting)/(1<<20), perPair)
+	assert.Less(t, perPair, int64(32<<10))
+}
+
+// kernelMemory is the slab memory and the TCP receive and send buffers in
+// use, in bytes.
+func kernelMemory(t *testing.T) int64 {
+	t.Helper()
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	require.NoError(t, err)
+	sockstat, err := os.ReadFile("/proc/net/sockstat")
+	require.NoError(t, err)
+	var slabKiB, tcpPages int64
+	for _, line := range strings.Split(string(meminfo), "\n") {
+		if v, ok := strings.CutPrefix(line, "Slab:"); ok {
+			slabKiB, err = strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			require.NoError(t, err)
+		}
+	}
+	for _, line := range strings.Split(string(sockstat), "\n") {
+		if rest, ok := strings.CutPrefix(line, "TCP: "); ok {
+			f := strings.Fields(rest)
+			for i := 0; i+1 < len(f); i += 2 {
+				if f[i] == "mem" {
+					tcpPages, err = strconv.ParseInt(f[i+1], 10, 64)
+					require.NoError(t, err)
+				}
+			}
+		}
+	}
+	return slabKiB<<10 + tcpPages*int64(os.Getpagesize())
+}
