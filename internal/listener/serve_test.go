@@ -185,3 +185,37 @@ func TestCountEviction(t *testing.T) {
 	stamped := c.LastEviction.Load()
 	assert.True(t, before <= stamped && stamped <= after, "%d is not within [%d, %d]", stamped, before, after)
 }
+
+// dialAll opens n connections to addr from 8 goroutines at once, each
+// writing req, and returns them, closed at the test's end.
+func dialAll(t *testing.T, addr string, n int, req string) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	const dialers = 8
+	for d := range dialers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := d; i < n; i += dialers {
+				c, err := net.Dial("tcp", addr)
+				if !assert.NoError(t, err) {
+					return
+				}
+				conns[i] = c
+				_, err = io.WriteString(c, req)
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.NotContains(t, conns, nil, "every client connected")
+	return conns
+}

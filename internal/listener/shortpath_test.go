@@ -96,27 +96,9 @@ func TestShortPathClosesCleanly(t *testing.T) {
 	s.probes.ready.Store(true)
 	const clients = 200
 	req := "GET /readyz?verbose HTTP/1.1\r\nHost: x\r\n" + probetest.ManyHeaders(40) + "\r\n"
-	conns := make([]net.Conn, clients)
-	var wg sync.WaitGroup
-	for i := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := net.Dial("tcp", s.addr)
-			if !assert.NoError(t, err) {
-				return
-			}
-			conns[i] = c
-			_, err = io.WriteString(c, req)
-			assert.NoError(t, err)
-		}()
-	}
-	wg.Wait()
+	conns := dialAll(t, s.addr, clients, req)
 	probetest.Eventually(t, func() bool { return s.probes.readiness.Load() == clients }, "every client answered")
 	for _, c := range conns {
-		if c == nil {
-			continue
-		}
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		answer, err := io.ReadAll(c)
 		require.NoError(t, err, "EOF, not a reset")

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -287,32 +286,7 @@ func TestRoomHoldsAFullCrowd(t *testing.T) {
 	const crowd = maxWaiting
 	before := runtime.NumGoroutine()
 	r := newRoomRig(t, nil, crowd)
-	conns := make([]net.Conn, crowd)
-	var wg sync.WaitGroup
-	const dialers = 8
-	for d := range dialers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := d; i < crowd; i += dialers {
-				c, err := net.Dial("tcp", r.addr)
-				if !assert.NoError(t, err) {
-					return
-				}
-				conns[i] = c
-				_, err = io.WriteString(c, partialProbe)
-				assert.NoError(t, err)
-			}
-		}()
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, c := range conns {
-			if c != nil {
-				_ = c.Close()
-			}
-		}
-	})
+	conns := dialAll(t, r.addr, crowd, partialProbe)
 	probetest.Eventually(t, func() bool { return r.waiting() == crowd }, "the whole crowd waiting")
 	assert.LessOrEqual(t, runtime.NumGoroutine()-before, 4, "goroutines for the crowd")
 	assert.Zero(t, r.counters.Evicted.Load())
