@@ -280,23 +280,7 @@ func startServing(t *testing.T, s *Server) (addr string, stop func() error) {
 // startServingOn runs serve on ln; the test's cleanup stops it.
 func startServingOn(t *testing.T, ln net.Listener, serve func(context.Context, net.Listener) error) (addr string, stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, ln) }()
-	var once sync.Once
-	var result error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case result = <-done:
-			case <-time.After(30 * time.Second):
-				result = errors.New("Serve did not return")
-			}
-		})
-		return result
-	}
-	t.Cleanup(func() { _ = stop() })
+	stop = probetest.Start(t, func(ctx context.Context) error { return serve(ctx, ln) })
 	return ln.Addr().String(), stop
 }
 

@@ -2,7 +2,6 @@ package listener
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -133,23 +131,7 @@ func serveTestWith(t *testing.T, ln net.Listener, opts Options) *served {
 	t.Helper()
 	s := &served{addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer)}
 	opts.Handler, opts.Answer, opts.Counters, opts.Log = s.probes, s.probes.answer, s.counters, logTo(s.logs)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, opts) }()
-	var once sync.Once
-	var result error
-	s.stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case result = <-done:
-			case <-time.After(30 * time.Second):
-				result = errors.New("Serve did not return")
-			}
-		})
-		return result
-	}
-	t.Cleanup(func() { _ = s.stop() })
+	s.stop = probetest.Start(t, func(ctx context.Context) error { return Serve(ctx, ln, opts) })
 	return s
 }
 

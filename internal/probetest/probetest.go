@@ -8,6 +8,7 @@ package probetest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -166,4 +167,29 @@ func MaskDate(t testing.TB, answer string) string {
 		t.Fatalf("Date %q is not now in http.TimeFormat", value)
 	}
 	return answer[:m[0]] + "\r\nDate: (masked)\r\n" + answer[m[1]:]
+}
+
+// Start runs serve until stop cancels its ctx, and stop returns serve's
+// result, or an error if serve has not returned within 30 s: a Serve that
+// hangs on shutdown fails the test rather than hanging it. The test's
+// cleanup stops it, once.
+func Start(t testing.TB, serve func(context.Context) error) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx) }()
+	var once sync.Once
+	var result error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case result = <-done:
+			case <-time.After(30 * time.Second):
+				result = errors.New("serve did not return within 30 s")
+			}
+		})
+		return result
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
