@@ -75,8 +75,10 @@ func (c *Config) IsEnabled() bool {
 // ("0x0" is every interface), where Go's own reads a name.
 //
 // Watchdogs is checked once Listen passes: a name that is empty or holds a
-// byte outside printable ASCII (the space is fine), or a negative timeout,
-// is an error that names the field and quotes the name.
+// byte outside printable ASCII (the space is fine), or a timeout that is
+// negative or under a second (a slip for minutes: each deadline stops the
+// world to dump stacks), is an error that names the field and quotes the
+// name.
 func (c *Config) Validate() error {
 	if err := c.validateListen(); err != nil {
 		return err

@@ -114,10 +114,18 @@ func (c *Config) validateWatchdogs() error {
 			return fmt.Errorf("health: watchdogs: name %q holds a byte outside printable ASCII", name)
 		case d < 0:
 			return fmt.Errorf("health: watchdogs: name %q: timeout %v is negative; 0 disables the watchdog", name, d)
+		case d > 0 && d < minOverride:
+			return fmt.Errorf("health: watchdogs: name %q: timeout %v is under %v; 0 disables the watchdog", name, d, minOverride)
 		}
 	}
 	return nil
 }
+
+// minOverride is the shortest timeout the config may set. Each deadline
+// dumps the goroutines' stacks, stopping the world, so a slip such as
+// "10ms" for "10m" would stop it many times a second and flip readiness
+// on every turn; no loop of an agent's is meant to turn faster.
+const minOverride = time.Second
 
 // isPrintableOrSpace reports whether every byte of s is printable ASCII,
 // the space included (0x20 to 0x7e): a loop's name may be words.

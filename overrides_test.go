@@ -122,7 +122,7 @@ func TestValidateWatchdogs(t *testing.T) {
 		want      string
 	}{
 		{"none", nil, ""},
-		{"overrides", map[string]Duration{"reconcile": Duration(10 * time.Minute), "peer watch": 0, "~!": 1}, ""},
+		{"overrides", map[string]Duration{"reconcile": Duration(10 * time.Minute), "peer watch": 0, "~!": Duration(time.Second)}, ""},
 		{"empty name", map[string]Duration{"": Duration(time.Minute)},
 			`health: watchdogs: name "" is empty: use the name the agent gives Watch`},
 		{"newline", map[string]Duration{"re\nconcile": Duration(time.Minute)},
@@ -131,6 +131,8 @@ func TestValidateWatchdogs(t *testing.T) {
 		{"DEL", map[string]Duration{"a\x7f": 0}, `health: watchdogs: name "a\x7f" holds a byte outside printable ASCII`},
 		{"not ASCII", map[string]Duration{"réconcile": 0}, `health: watchdogs: name "réconcile" holds a byte outside printable ASCII`},
 		{"not UTF-8", map[string]Duration{"a\xff": 0}, `health: watchdogs: name "a\xff" holds a byte outside printable ASCII`},
+		{"under a second", map[string]Duration{"reconcile": Duration(10 * time.Millisecond)},
+			`health: watchdogs: name "reconcile": timeout 10ms is under 1s; 0 disables the watchdog`},
 		{"negative", map[string]Duration{"reconcile": Duration(-time.Second)},
 			`health: watchdogs: name "reconcile": timeout -1s is negative; 0 disables the watchdog`},
 		{"the first by name", map[string]Duration{"b": -1, "a": -2, "c\n": 0},
