@@ -31,6 +31,9 @@ const maxStack = 16 << 10
 // stackCut ends a stack cut at maxStack, at a line end.
 const stackCut = "\n...the rest is cut: the stack is longer than 16 KiB"
 
+// stackCutDump ends a stack the 64 MiB dump ended inside, at a line end.
+const stackCutDump = "\n...the rest is cut: the dump of every stack ended inside this one"
+
 // maxDumpGoroutines is the most goroutines a deadline dumps: the pause
 // grows with their number (about 20 µs each in docs/performance.md, so
 // some 0.4 s at this bound), and a process with more is likely one whose
@@ -123,10 +126,15 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 	buf, cut := takeDump(dump, limit, goroutines)
 	for len(buf) > 0 && need > 0 {
 		var block []byte
-		block, buf, _ = bytes.Cut(buf, []byte("\n\n"))
+		var whole bool
+		block, buf, whole = bytes.Cut(buf, []byte("\n\n"))
 		id := headerID(block)
 		if s, wanted := stacks[id]; wanted && s == "" && id != 0 {
-			stacks[id] = cutStack(bytes.TrimSuffix(block, []byte("\n")))
+			if !whole && cut {
+				stacks[id] = cutPartialStack(block) // the dump ends inside it
+			} else {
+				stacks[id] = cutStack(bytes.TrimSuffix(block, []byte("\n")))
+			}
 			need--
 		}
 	}
@@ -156,6 +164,7 @@ func takeDump(dump func([]byte) int, limit, goroutines int) ([]byte, bool) {
 			return buf[:n], false
 		}
 		if size >= limit {
+			dumpHint.Store(int64(limit)) // the next deadline dumps once, not after every doubling
 			return buf[:n], true
 		}
 		size = min(2*size, limit)
@@ -165,6 +174,15 @@ func takeDump(dump func([]byte) int, limit, goroutines int) ([]byte, bool) {
 // dumpAll is the dump stacksOf takes outside tests: runtime.Stack of
 // every goroutine.
 func dumpAll(buf []byte) int { return runtime.Stack(buf, true) }
+
+// cutPartialStack returns the stack a cut dump ends inside: to its last
+// whole line, saying so, so that no line (or character) is half there.
+func cutPartialStack(stack []byte) string {
+	if i := bytes.LastIndexByte(stack, '\n'); i >= 0 {
+		stack = stack[:i]
+	}
+	return cutStack(stack[:min(len(stack), maxStack-len(stackCutDump))]) + stackCutDump
+}
 
 // cutStack returns stack as a string of at most maxStack bytes, cut at a
 // line end and saying so when it is longer.

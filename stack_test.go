@@ -78,6 +78,21 @@ func TestStacksOf(t *testing.T) {
 	got = stacksOf(full, 1<<20, 3, []uint64{1, 5})
 	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: "the goroutine that last beat is not in the first 64 MiB of the process's stacks"}, got)
 	assert.Equal(t, 5, calls, "64 KiB, doubled up to the 1 MiB limit")
+	calls = 0
+	stacksOf(full, 1<<20, 3, []uint64{1, 5})
+	assert.Equal(t, 1, calls, "after a cut, the next deadline dumps at the limit at once")
+
+	// A dump cut inside the wanted goroutine's block ends that stack at
+	// its last whole line, and says so: no half line, no half character.
+	endsInside := func(buf []byte) int {
+		calls++
+		text := strings.Repeat("goroutine 1 [running]:\nx\n\n", (len(buf)-200)/26) +
+			"goroutine 7 [select]:\nmain.loop()\nmain.f" + strings.Repeat("é", 200) // past the buffer's end
+		return copy(buf, text)
+	}
+	dumpHint.Store(0)
+	got = stacksOf(endsInside, 64<<10, 3, []uint64{7})
+	assert.Equal(t, map[uint64]string{7: "goroutine 7 [select]:\nmain.loop()" + stackCutDump}, got)
 
 	// The first buffer is sized for the goroutines: one stop of the
 	// world, not one per doubling from 64 KiB.
