@@ -94,8 +94,11 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		if w.stopped || w.late || w.goid != p.goid {
 			continue // stopped, reported, or beaten back and made met by another goroutine meanwhile
 		}
-		// met is cleared before last is read, as a Beat stores last
-		// before it reads met: either this read sees the Beat's
+		if now < w.deadline() {
+			continue // beaten during the dump: met, and left so, so that no met Beat waits for the lock
+		}
+		// met is cleared before last is read again, as a Beat stores
+		// last before it reads met: either this read sees the Beat's
 		// store, and the watchdog stays met, or the Beat sees met
 		// cleared and waits for the lock to restore it.
 		wasMet := w.met.Swap(false)
