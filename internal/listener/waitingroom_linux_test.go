@@ -403,3 +403,21 @@ func kernelMemory(t *testing.T) int64 {
 	}
 	return slabKiB<<10 + tcpPages*int64(os.Getpagesize())
 }
+
+// TestHandedOnAtShutdown: a connection handed on for net/http that its
+// Accept never took (Serve stopping) is closed by wait, not leaked.
+func TestHandedOnAtShutdown(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	l := newConnLimiter(ln, maxConns, Options{Counters: new(Counters), Log: discardLog})
+	require.NotNil(t, l.room)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "POST /readyz HTTP/1.1\r\nHost: x\r\n\r\n") // whole, and for net/http
+	require.NoError(t, err)
+	probetest.Eventually(t, func() bool { return len(l.handoff) == 1 }, "the connection handed on")
+	require.NoError(t, l.Close())
+	l.wait()
+	assert.True(t, probetest.ClosedByServer(c), "closed at shutdown")
+}
