@@ -38,64 +38,45 @@ func (s *Server) watchDeadlines() {
 	s.watch.timer = time.AfterFunc(next-s.sinceEpoch(), func() { s.deadlinesPassed(gen) })
 }
 
-// passing is a watchdog whose deadline the timer found passed, and the
-// goroutine that last made it met, whose stack its ERROR line carries.
-type passing struct {
-	w    *Watchdog
-	goid uint64
+// passed is a watchdog whose deadline the timer found passed, the
+// goroutine whose stack its ERROR line is to carry, and the line, queued
+// to wait for that stack.
+type passed struct {
+	w        *Watchdog
+	goid     uint64
+	timeouts uint64 // w.timeouts at this deadline: its stack is Status's while no later one has passed
+	line     *laterLine
 }
 
 // deadlinesPassed is the timer's callback: it marks late every watchdog
-// whose deadline has passed, logs each once with the stack of the
-// goroutine that last made it met, and arms the timer at the next
-// deadline.
+// whose deadline has passed, publishes the verdict, logs each once with
+// the stack of the goroutine that last made it met, and arms the timer at
+// the next deadline.
 //
-// The stacks are taken between two holds of the lock, never under it: a
-// dump of every goroutine stops the world for milliseconds when there are
-// thousands, and a Status, a setter or an overdue Beat must not wait that
-// long on top. So the first hold finds the watchdogs past their deadline,
-// the dump runs, and the second marks those still past it (a Beat may
-// have come meanwhile), each with its stack, then logs, in the order of
-// the changes: the ERROR line before the readiness change it causes. A
-// deadline that passes during the dump is left to the timer, armed again
-// at once: every ERROR line has its stack, and each deadline costs one
-// dump.
+// Readiness never waits for a stack. A dump of every goroutine stops the
+// world for as long as the runtime takes to print them, seconds with
+// thousands of deep ones on a loaded node, which would carry the verdict
+// past the second after the deadline that Watch promises, and a Status, a
+// setter or an overdue Beat must not wait that long either. So one hold of
+// the lock marks the watchdogs late, publishes, and queues each ERROR line
+// in its place, before the readiness line it causes; the dump runs after
+// it, and then completes the lines, which the log's goroutine writes in
+// order. A Beat during the dump recovers at once, and its lines follow the
+// ERROR line in the log; Status shows a stack only once it is taken. One
+// dump runs at a time.
 func (s *Server) deadlinesPassed(gen uint64) {
 	s.mu.Lock()
 	if gen != s.watch.gen {
 		s.mu.Unlock()
 		return // stopped or replaced after it fired
 	}
-	var due []passing
+	s.watch.timer = nil // this one has fired; armed again below
+	var due []passed
 	var ids []uint64
 	now := s.sinceEpoch()
 	for _, w := range s.watch.list {
-		if !w.late && w.timeout > 0 && now >= w.deadline() {
-			due = append(due, passing{w, w.goid})
-			ids = append(ids, w.goid)
-		}
-	}
-	s.mu.Unlock()
-
-	var stacks map[uint64]string
-	if len(due) > 0 {
-		stacks = stacksOf(s.stackDump, maxDump, runtime.NumGoroutine(), ids)
-	}
-
-	s.mu.Lock()
-	defer s.unlock()
-	if gen == s.watch.gen {
-		s.watch.timer = nil // this one has fired; armed again below
-	}
-	now = s.sinceEpoch()
-	changed := false
-	for _, p := range due {
-		w := p.w
-		if w.stopped || w.late || w.goid != p.goid {
-			continue // stopped, reported, or beaten back and made met by another goroutine meanwhile
-		}
-		if now < w.deadline() {
-			continue // beaten during the dump: met, and left so, so that no met Beat waits for the lock
+		if w.late || w.timeout == 0 || now < w.deadline() {
+			continue
 		}
 		// met is cleared before last is read again, as a Beat stores
 		// last before it reads met: either this read sees the Beat's
@@ -109,13 +90,30 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		w.overdue = true
 		w.late = true
 		w.timeouts++
-		w.stack = stacks[p.goid]
-		changed = true
-		s.log(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout, "stack", w.stack)
+		line := s.logLater(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
+		due = append(due, passed{w, w.goid, w.timeouts, line})
+		ids = append(ids, w.goid)
 	}
 	s.watchDeadlines()
-	if changed {
-		s.update()
+	s.update()
+	s.unlock()
+	if len(due) == 0 {
+		return
+	}
+
+	s.dumping.Lock()
+	stacks := stacksOf(s.stackDump, maxDump, runtime.NumGoroutine(), ids)
+	s.dumping.Unlock()
+
+	s.mu.Lock()
+	for _, p := range due {
+		if p.w.late && p.w.timeouts == p.timeouts {
+			p.w.stack = stacks[p.goid]
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range due {
+		p.line.complete("stack", stacks[p.goid])
 	}
 }
 

@@ -38,10 +38,28 @@ type logQueue struct {
 }
 
 // logLine is a queued line: the record to hand to the handler, and how
-// many lines were dropped just before it.
+// many lines were dropped just before it. A line queued before it is
+// whole has its record in later instead, where the writer waits for it.
 type logLine struct {
 	record  slog.Record
 	dropped uint64
+	later   *laterLine
+}
+
+// laterLine is a line that takes its place in the queue before its last
+// attribute is known: a deadline's ERROR line, whose stack is taken after
+// the verdict it causes is published (deadlinesPassed). The writer waits
+// for it there, so that the lines after it keep their order.
+type laterLine struct {
+	record slog.Record // complete's alone until done is closed
+	done   chan struct{}
+}
+
+// complete adds the last attributes and lets the writer write the line.
+// It is called once, by the goroutine that queued the line.
+func (l *laterLine) complete(args ...any) {
+	l.record.Add(args...)
+	close(l.done)
 }
 
 // log queues a line at level with the given attributes, as
@@ -52,15 +70,30 @@ type logLine struct {
 // held, so that lines are queued in the order of the changes they report;
 // release it with s.unlock, which has them written.
 func (s *Server) log(level slog.Level, msg string, args ...any) {
-	var pcs [1]uintptr
-	runtime.Callers(2, pcs[:]) // the caller of log, as slog's own methods record theirs
-	r := slog.NewRecord(time.Now(), level, msg, pcs[0])
-	r.Add(args...)
-	s.queue(r)
+	s.queue(logLine{record: newRecord(level, msg, args)})
 }
 
-// queue adds r to the log queue, dropping the oldest line when it is full.
-func (s *Server) queue(r slog.Record) {
+// logLater queues a line as log does, to be written once its complete is
+// called with the last attributes; the lines queued after it wait for it.
+// The caller must call complete, soon: until then nothing is written.
+func (s *Server) logLater(level slog.Level, msg string, args ...any) *laterLine {
+	l := &laterLine{record: newRecord(level, msg, args), done: make(chan struct{})}
+	s.queue(logLine{later: l})
+	return l
+}
+
+// newRecord makes the record of a line, as slog.Logger.Log would, with the
+// time of the call and the source of the package's function that logs.
+func newRecord(level slog.Level, msg string, args []any) slog.Record {
+	var pcs [1]uintptr
+	runtime.Callers(3, pcs[:]) // the caller of log, logLater or logAsync, as slog's own methods record theirs
+	r := slog.NewRecord(time.Now(), level, msg, pcs[0])
+	r.Add(args...)
+	return r
+}
+
+// queue adds a line to the log queue, dropping the oldest when it is full.
+func (s *Server) queue(line logLine) {
 	q := &s.logq
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -70,7 +103,7 @@ func (s *Server) queue(r slog.Record) {
 		oldest := q.pop()
 		q.lines[0].dropped += oldest.dropped + 1
 	}
-	q.lines = append(q.lines, logLine{record: r})
+	q.lines = append(q.lines, line)
 }
 
 // pop removes the oldest line and returns it. q.mu must be held, and the
@@ -163,6 +196,10 @@ func (s *Server) writeQueued() {
 			r.Add("count", line.dropped)
 			s.handle(r)
 		}
+		if line.later != nil {
+			<-line.later.done
+			line.record = line.later.record
+		}
 		s.handle(line.record)
 		q.mu.Lock()
 		locked = true
@@ -185,10 +222,6 @@ func (s *Server) handle(r slog.Record) {
 // lines would not start serving, or Accept would stop, the kubelet's
 // liveness probe would fail, and the restart runs the drain path.
 func (s *Server) logAsync(_ context.Context, level slog.Level, msg string, args ...any) {
-	var pcs [1]uintptr
-	runtime.Callers(2, pcs[:])
-	r := slog.NewRecord(time.Now(), level, msg, pcs[0])
-	r.Add(args...)
-	s.queue(r)
+	s.queue(logLine{record: newRecord(level, msg, args)})
 	s.flushInBackground()
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,6 +156,14 @@ func stuckLoop(w *Watchdog, mu *sync.Mutex, id chan<- uint64, turned chan<- stru
 	close(turned)
 }
 
+// takenStack waits for the stack of the i-th watchdog's deadline, which
+// Status shows once it is taken, a moment after the verdict.
+func takenStack(t *testing.T, s *Server, i int) string {
+	t.Helper()
+	eventually(t, func() bool { return s.Status().Watchdogs[i].Stack != "" }, "the deadline's stack")
+	return s.Status().Watchdogs[i].Stack
+}
+
 // TestStuckGoroutineStack: a deadline's ERROR line and Status carry the
 // stack of the goroutine that made the watchdog met, and only its stack,
 // with its wait reason, until a Beat makes it met again; once that
@@ -171,7 +180,7 @@ func TestStuckGoroutineStack(t *testing.T) {
 	id := <-ids
 
 	waitUnresponsive(t, s, "the hung loop's deadline")
-	stack := s.Status().Watchdogs[0].Stack
+	stack := takenStack(t, s, 0)
 	header, frames, _ := strings.Cut(stack, "\n")
 	assert.Equal(t, fmt.Sprintf("goroutine %d [sync.Mutex.Lock]:", id), header)
 	assert.Contains(t, frames, "sync.(*Mutex).Lock(")
@@ -196,7 +205,7 @@ func TestStuckGoroutineStack(t *testing.T) {
 	assert.Empty(t, s.Status().Watchdogs[0].Stack, "met again: no stack")
 
 	waitUnresponsive(t, s, "the deadline after the loop returned without Stop")
-	assert.Equal(t, "the goroutine that last beat has exited", s.Status().Watchdogs[0].Stack)
+	assert.Equal(t, "the goroutine that last beat has exited", takenStack(t, s, 0))
 	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms stack="the goroutine that last beat has exited"`))
 }
 
@@ -209,7 +218,7 @@ func TestStackBeforeTheFirstBeat(t *testing.T) {
 	w := s.Watch("watch", 20*time.Millisecond)
 	defer w.Stop()
 	eventually(t, func() bool { return s.Status().Watchdogs[0].Timeouts == 1 }, "the first deadline")
-	assert.Equal(t, "no goroutine has beaten yet", s.Status().Watchdogs[0].Stack)
+	assert.Equal(t, "no goroutine has beaten yet", takenStack(t, s, 0))
 	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=watch timeout=20ms stack="no goroutine has beaten yet"`))
 	assert.Zero(t, dumps)
 }
@@ -219,13 +228,13 @@ func TestStackBeforeTheFirstBeat(t *testing.T) {
 // Server's lock; watchdogs whose deadlines pass together share one dump.
 func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 	s, _ := newReadyServer(t)
-	var dumps, locked int
+	var dumps, locked atomic.Int32
 	s.stackDump = func(buf []byte) int {
-		dumps++
+		dumps.Add(1)
 		if s.mu.TryLock() {
 			s.mu.Unlock()
 		} else {
-			locked++
+			locked.Add(1)
 		}
 		return dumpAll(buf)
 	}
@@ -236,11 +245,12 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 			serve(s.Handler(), "GET", "/readyz")
 		}
 		waitUnresponsive(t, s, "the deadline")
-		assert.Equal(t, round, dumps, "one dump per deadline")
+		takenStack(t, s, 0)
+		assert.Equal(t, int32(round), dumps.Load(), "one dump per deadline")
 		s.Status()
 	}
 	w.Stop()
-	assert.Zero(t, locked, "no dump under the lock")
+	assert.Zero(t, locked.Load(), "no dump under the lock")
 
 	// Two deadlines that the timer finds passed at once: one dump.
 	a, b := s.Watch("a", time.Hour), s.Watch("b", time.Hour)
@@ -252,9 +262,9 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 	s.epoch = s.epoch.Add(-2 * time.Hour) // both an hour past their deadline
 	gen := s.watch.gen
 	s.mu.Unlock()
-	dumps = 0
+	dumps.Store(0)
 	s.deadlinesPassed(gen)
-	assert.Equal(t, 1, dumps)
+	assert.Equal(t, int32(1), dumps.Load())
 	st := s.Status().Watchdogs
 	require.Len(t, st, 2)
 	assert.True(t, strings.HasPrefix(st[0].Stack, "goroutine "), st[0].Stack)
@@ -315,4 +325,71 @@ func parkDeep(depth int, park func()) {
 		return
 	}
 	parkDeep(depth-1, park)
+}
+
+// TestVerdictDoesNotWaitForTheStack: a deadline's verdict is published
+// while its stack is being taken, and so is that of a deadline passing
+// meanwhile; a Beat during the dump recovers at once. The log still reads
+// in the order of the changes: each ERROR line, with its stack, before the
+// readiness line it caused, and the recovery after both.
+func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
+	s, logs := newReadyServer(t)
+	inDump, release := make(chan struct{}, 2), make(chan struct{})
+	s.stackDump = func(buf []byte) int {
+		inDump <- struct{}{}
+		<-release
+		return dumpAll(buf)
+	}
+	written := func(substr string) int { // what the sink has taken, without waiting for the rest
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		return strings.Count(logs.buf.String(), substr)
+	}
+	w := s.Watch("reconcile", 30*time.Millisecond)
+	defer w.Stop()
+	w.Beat()
+	id := goroutineID()
+	select {
+	case <-inDump:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no dump within 10 s of the deadline")
+	}
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "published while the dump runs")
+	st := s.Status().Watchdogs[0]
+	assert.True(t, st.Overdue)
+	assert.Empty(t, st.Stack, "no stack before it is taken")
+	assert.Zero(t, written("health: subsystem unresponsive"), "the ERROR line waits for its stack")
+
+	other := s.Watch("watch", 30*time.Millisecond)
+	defer other.Stop()
+	other.Beat()
+	eventually(t, func() bool { return s.Status().Watchdogs[1].Overdue }, "the second deadline, during the first dump")
+
+	w.Beat()
+	assert.False(t, s.Status().Watchdogs[0].Overdue, "recovered before Beat returned, the dump still running")
+	close(release)
+	<-inDump // the second deadline's dump, after the first
+	assert.Equal(t, []string{
+		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=30ms stack=…`,
+		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
+		`level=ERROR msg="health: subsystem unresponsive" subsystem=watch timeout=30ms stack=…`,
+		`level=INFO msg="health: subsystem responsive again" subsystem=reconcile`,
+	}, elideStacks(healthLines(logs)))
+	stacks := 0
+	for _, line := range healthLines(logs) {
+		if m := quotedStack.FindStringSubmatch(line); m != nil {
+			stack, err := strconv.Unquote(m[1])
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(stack, fmt.Sprintf("goroutine %d [", id)), stack)
+			stacks++
+		}
+	}
+	assert.Equal(t, 2, stacks, "each ERROR line with the stack of the goroutine that beat")
+	st = s.Status().Watchdogs[0]
+	assert.Empty(t, st.Stack, "met again before its stack was taken: none")
+	assert.True(t, strings.HasPrefix(s.Status().Watchdogs[1].Stack, fmt.Sprintf("goroutine %d [", id)))
 }

@@ -27,7 +27,8 @@ import (
 // without Stop shows "the goroutine that last beat has exited". Taking it
 // stops the world while the runtime prints every goroutine, once per
 // deadline (about 0.2 s with 10,000 goroutines, docs/performance.md; not
-// taken past 20,000).
+// taken past 20,000); readiness reports the deadline without waiting for
+// it.
 //
 // That goroutine is the loop's when the loop beats from itself, as it
 // should. When Beats come from elsewhere the stack is another's: a
@@ -96,7 +97,9 @@ type WatchdogStatus struct {
 	Timeouts uint64
 	// Stack is, while Overdue after a deadline, what that deadline's
 	// ERROR line carried as its stack: where the loop is stuck (see
-	// Watchdog); empty otherwise, and once it is met again.
+	// Watchdog); empty otherwise, once it is met again, and in the moment
+	// after the deadline while the stack is taken, which readiness does
+	// not wait for.
 	Stack string
 }
 
