@@ -61,12 +61,26 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // there for one reason: yaml.v3 gives a key with no value ("reconcile:"
 // or "reconcile: ~") the zero Duration without asking Duration, and so
 // would disable that watchdog on a slip of the pen. Decoded through it, a
-// watchdog with no value is an error naming it; every other field decodes
-// as it would without it, yaml.v3's KnownFields included, and fields the
-// document leaves out keep their values.
+// watchdog with no value is an error naming it; everything else decodes
+// as yaml.v3 decodes Config without it (TestConfigUnmarshalYAMLAsWithout):
+// KnownFields and its errors, fields left out keeping their values, a
+// null resetting Enabled and Watchdogs and leaving Listen as it was.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
-	var doc configYAML
+	// The document's shape, with pointers where a value left out must be
+	// told from the zero value. It is named Config, as the type it
+	// stands for, because yaml.v3's errors name it: "field watchdog not
+	// found in type health.Config", with KnownFields.
+	type Config struct {
+		Enabled   *bool                `yaml:"enabled"`
+		Listen    *string              `yaml:"listen"`
+		Watchdogs map[string]*Duration `yaml:"watchdogs"`
+	}
+	var doc Config
 	if err := unmarshal(&doc); err != nil {
+		return err
+	}
+	var present map[any]any // which keys the document has, null or not
+	if err := unmarshal(&present); err != nil {
 		return err
 	}
 	for _, name := range slices.Sorted(maps.Keys(doc.Watchdogs)) {
@@ -75,11 +89,14 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 				`write one, such as "10m", or 0 to disable the watchdog`, name)
 		}
 	}
-	if doc.Enabled != nil {
+	if _, ok := present["enabled"]; ok {
 		c.Enabled = doc.Enabled
 	}
 	if doc.Listen != nil {
 		c.Listen = *doc.Listen
+	}
+	if v, ok := present["watchdogs"]; ok && v == nil {
+		c.Watchdogs = nil
 	}
 	if doc.Watchdogs != nil && c.Watchdogs == nil {
 		c.Watchdogs = make(map[string]Duration, len(doc.Watchdogs))
@@ -88,15 +105,6 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		c.Watchdogs[name] = *d
 	}
 	return nil
-}
-
-// configYAML is Config as UnmarshalYAML reads it: a pointer where a value
-// left out must be told from the zero value. Its name is the one yaml.v3
-// gives in an error (an unknown field with KnownFields, say).
-type configYAML struct {
-	Enabled   *bool                `yaml:"enabled"`
-	Listen    *string              `yaml:"listen"`
-	Watchdogs map[string]*Duration `yaml:"watchdogs"`
 }
 
 // validateWatchdogs is Validate's part for Watchdogs: the first bad entry

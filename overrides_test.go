@@ -112,7 +112,43 @@ func TestConfigUnmarshalYAML(t *testing.T) {
 
 	dec := yaml.NewDecoder(strings.NewReader("health:\n  listen: \":9101\"\n  watchdog: {reconcile: 10m}\n"))
 	dec.KnownFields(true)
-	assert.EqualError(t, dec.Decode(&y), "yaml: unmarshal errors:\n  line 3: field watchdog not found in type health.configYAML")
+	assert.EqualError(t, dec.Decode(&y), "yaml: unmarshal errors:\n  line 3: field watchdog not found in type health.Config")
+}
+
+// configWithout is Config without its UnmarshalYAML: what yaml.v3 makes
+// of the same document on its own.
+type configWithout struct {
+	Enabled   *bool               `yaml:"enabled"`
+	Listen    string              `yaml:"listen"`
+	Watchdogs map[string]Duration `yaml:"watchdogs"`
+}
+
+// TestConfigUnmarshalYAMLAsWithout decodes each document over the same
+// earlier values into Config and into configWithout, and finds the same
+// fields: Config's UnmarshalYAML changes nothing but the null watchdog it
+// refuses.
+func TestConfigUnmarshalYAMLAsWithout(t *testing.T) {
+	yes := true
+	for _, tc := range []struct{ name, doc string }{
+		{"empty", "{}"},
+		{"enabled null", "enabled: ~"},
+		{"enabled no", "enabled: no"},
+		{"enabled off", "enabled: off"},
+		{"listen null", "listen: ~"},
+		{"listen empty", "listen: ''"},
+		{"watchdogs null", "watchdogs: ~"},
+		{"watchdogs empty", "watchdogs: {}"},
+		{"watchdogs merged", "watchdogs: {reconcile: 10m, gc: 0}"},
+		{"every field", "enabled: false\nlisten: '[::1]:9101'\nwatchdogs: {reconcile: 1m}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Config{Enabled: &yes, Listen: ":9101", Watchdogs: map[string]Duration{"gc": Duration(time.Hour)}}
+			want := configWithout{Enabled: &yes, Listen: ":9101", Watchdogs: map[string]Duration{"gc": Duration(time.Hour)}}
+			require.NoError(t, yaml.Unmarshal([]byte(tc.doc), &want))
+			require.NoError(t, yaml.Unmarshal([]byte(tc.doc), &got))
+			assert.Equal(t, want, configWithout{got.Enabled, got.Listen, got.Watchdogs})
+		})
+	}
 }
 
 func TestValidateWatchdogs(t *testing.T) {
