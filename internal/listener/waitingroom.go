@@ -278,36 +278,46 @@ func (r *room) isClosed() bool {
 	return r.closed
 }
 
-// release closes the room to newcomers and closes every connection in it,
-// counting nothing: Serve is stopping, or the poller failed, not a flood.
-func (r *room) release() (first bool) {
+// release closes the room to newcomers and returns every connection in
+// it, no longer watched, for the caller to close or hand on.
+func (r *room) release() (all []*waiter, first bool) {
 	r.mu.Lock()
 	first = !r.closed
 	r.closed = true
-	var all []*waiter
 	for w := r.waiting.front(); w != nil; w = r.waiting.front() {
 		r.drop(w)
 		all = append(all, w)
 	}
 	r.mu.Unlock()
-	for _, w := range all {
-		_ = w.nc.Close()
-	}
-	return first
+	return all, first
 }
 
 // fail gives up the room after its poller failed, which no client can
-// make it do: what waits is closed, and from then on connections without
-// a whole header wait in slots, as where there is no room. It logs once.
+// make it do. What waits goes to the slots, as a connection without a
+// whole header does where there is no room, rather than being closed:
+// a probe among them is still answered. It logs once.
 func (r *room) fail(err error) {
-	if r.release() {
+	all, first := r.release()
+	if first {
 		r.l.log(slog.LevelError, "health: the waiting room failed; connections without a whole request will wait in connection slots, evicted under a flood", "err", err)
+	}
+	for i, w := range all {
+		r.poller.unwatch(w.fd)
+		if !r.l.hand(handed{nc: w.nc, p: peekedIncomplete}) {
+			for _, w := range all[i+1:] { // Serve has stopped
+				_ = w.nc.Close()
+			}
+			return
+		}
 	}
 }
 
 // close closes every connection in the room, then the poller, which ends
 // the room's goroutine: Serve is stopping.
 func (r *room) close() {
-	r.release()
+	all, _ := r.release()
+	for _, w := range all {
+		_ = w.nc.Close()
+	}
 	_ = r.poller.close()
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -420,4 +421,71 @@ func TestHandedOnAtShutdown(t *testing.T) {
 	require.NoError(t, l.Close())
 	l.wait()
 	assert.True(t, probetest.ClosedByServer(c), "closed at shutdown")
+}
+
+// TestRoomFailureHandsOnWhatWaits: a poller that fails gives up the room,
+// with one ERROR line; what waited goes to net/http rather than being
+// closed, and so does every later connection without a whole header.
+func TestRoomFailureHandsOnWhatWaits(t *testing.T) {
+	failing := make(chan struct{})
+	makePoller = func() (*poller, error) {
+		p, err := newPoller()
+		if err != nil {
+			return nil, err
+		}
+		inner := p.waitFn
+		p.waitFn = func(epfd uintptr) bool {
+			select {
+			case <-failing:
+				p.err = syscall.EIO
+				return true
+			default:
+				return inner(epfd)
+			}
+		}
+		return p, nil
+	}
+	defer func() { makePoller = newPoller }()
+	r := newRoomRig(t, nil, 8)
+	clients := []net.Conn{r.dialWaiting(1), r.dialWaiting(2)}
+	close(failing)
+	clients = append(clients, r.dial(partialProbe)) // wakes the poller, which fails
+	later := r.dial(partialProbe)
+	var handed []net.Conn
+	for range 4 {
+		select {
+		case nc := <-r.handed:
+			handed = append(handed, nc)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 4 connections handed on within 10 s; log: %s", len(handed), r.logs.String())
+		}
+	}
+	defer func() {
+		for _, nc := range handed {
+			r.release(nc)
+		}
+	}()
+	for _, c := range append(clients, later) {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "still open")
+	}
+	for _, nc := range handed {
+		_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got := make([]byte, len(partialProbe))
+		_, err := io.ReadFull(nc, got)
+		require.NoError(t, err)
+		assert.Equal(t, partialProbe, string(got), "what the client wrote, for net/http to read")
+	}
+	r.dial(partialProbe)
+	select {
+	case nc := <-r.handed:
+		handed = append(handed, nc)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection after the failure not handed on within 10 s")
+	}
+	assert.Zero(t, r.waiting(), "the room takes no more")
+	assert.Zero(t, r.counters.Evicted.Load())
+	log := r.logs.String()
+	assert.Equal(t, 1, probetest.Count(log, `level=ERROR msg="health: the waiting room failed; connections without a whole request will wait in connection slots, evicted under a flood" err="input/output error"`), log)
 }
