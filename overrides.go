@@ -34,6 +34,26 @@ func (d *Duration) UnmarshalText(text []byte) error {
 	return nil
 }
 
+// UnmarshalYAML is the older form of gopkg.in/yaml.v3's Unmarshaler (see
+// Config.UnmarshalYAML). A scalar is read as UnmarshalText reads it; it is
+// there so that a value that is no scalar ("[10m]", "{m: 10}") is refused
+// quoting it, as JSON's is, where yaml.v3 would name only the type.
+func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
+	var text string
+	if unmarshal(&text) == nil {
+		return d.UnmarshalText([]byte(text))
+	}
+	var v any
+	if err := unmarshal(&v); err != nil {
+		return err
+	}
+	quoted, err := json.Marshal(v)
+	if err != nil {
+		quoted = fmt.Append(nil, v) // a map with keys that are no strings
+	}
+	return d.UnmarshalText(quoted)
+}
+
 // UnmarshalJSON is there, beside UnmarshalText, because encoding/json
 // alone would give a number a type error that does not quote it, and a
 // null the zero Duration, which disables the watchdog: a null (a YAML key
@@ -76,9 +96,9 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 		Watchdogs map[string]*Duration `yaml:"watchdogs"`
 	}
 	var doc Config
-	if err := unmarshal(&doc); err != nil {
-		return err
-	}
+	// A type error leaves the rest decoded, as yaml.v3 does without
+	// this method: the fields are set, and the error returned after.
+	typeErr := unmarshal(&doc)
 	var present map[any]any // which keys the document has, null or not
 	if err := unmarshal(&present); err != nil {
 		return err
@@ -104,7 +124,7 @@ func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
 	for name, d := range doc.Watchdogs {
 		c.Watchdogs[name] = *d
 	}
-	return nil
+	return typeErr
 }
 
 // validateWatchdogs is Validate's part for Watchdogs: the first bad entry

@@ -52,8 +52,11 @@ func TestDurationDecode(t *testing.T) {
 			yamlErr: `health: watchdogs: name "reconcile" has no timeout: write one, such as "10m", or 0 to disable the watchdog`,
 			jsonErr: `health: watchdog timeout null is not a duration: write one, such as "10m", or 0 to disable the watchdog`},
 		{name: "a map", yaml: "{a: 1}", json: `{"a":1}`,
-			yamlErr: "yaml: unmarshal errors:\n  line 3: cannot unmarshal !!map into health.Duration",
+			yamlErr: `health: watchdog timeout "{\"a\":1}" ` + notADuration,
 			jsonErr: `health: watchdog timeout "{\"a\":1}" ` + notADuration},
+		{name: "a list", yaml: "[10m]", json: `["10m"]`,
+			yamlErr: `health: watchdog timeout "[\"10m\"]" ` + notADuration,
+			jsonErr: `health: watchdog timeout "[\"10m\"]" ` + notADuration},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,27 +128,42 @@ type configWithout struct {
 
 // TestConfigUnmarshalYAMLAsWithout decodes each document over the same
 // earlier values into Config and into configWithout, and finds the same
-// fields: Config's UnmarshalYAML changes nothing but the null watchdog it
-// refuses.
+// fields and the same error: Config's UnmarshalYAML changes nothing but
+// the null watchdog it refuses.
 func TestConfigUnmarshalYAMLAsWithout(t *testing.T) {
 	yes := true
-	for _, tc := range []struct{ name, doc string }{
-		{"empty", "{}"},
-		{"enabled null", "enabled: ~"},
-		{"enabled no", "enabled: no"},
-		{"enabled off", "enabled: off"},
-		{"listen null", "listen: ~"},
-		{"listen empty", "listen: ''"},
-		{"watchdogs null", "watchdogs: ~"},
-		{"watchdogs empty", "watchdogs: {}"},
-		{"watchdogs merged", "watchdogs: {reconcile: 10m, gc: 0}"},
-		{"every field", "enabled: false\nlisten: '[::1]:9101'\nwatchdogs: {reconcile: 1m}"},
+	decode := func(doc string, strict bool, v any) error {
+		dec := yaml.NewDecoder(strings.NewReader(doc))
+		dec.KnownFields(strict)
+		return dec.Decode(v)
+	}
+	for _, tc := range []struct {
+		name, doc string
+		strict    bool
+	}{
+		{"empty", "{}", false},
+		{"enabled null", "enabled: ~", false},
+		{"enabled no", "enabled: no", false},
+		{"enabled off", "enabled: off", false},
+		{"listen null", "listen: ~", false},
+		{"listen empty", "listen: ''", false},
+		{"watchdogs null", "watchdogs: ~", false},
+		{"watchdogs empty", "watchdogs: {}", false},
+		{"watchdogs merged", "watchdogs: {reconcile: 10m, gc: 0}", false},
+		{"every field", "enabled: false\nlisten: '[::1]:9101'\nwatchdogs: {reconcile: 1m}", false},
+		{"a type error, the rest decoded", "enabled: maybe\nlisten: ':9200'\nwatchdogs: {reconcile: 1m}", false},
+		{"an unknown field, the rest decoded", "listen: ':9200'\nwatchdog: {reconcile: 1m}\nwatchdogs: {gc: 2m}", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Config{Enabled: &yes, Listen: ":9101", Watchdogs: map[string]Duration{"gc": Duration(time.Hour)}}
 			want := configWithout{Enabled: &yes, Listen: ":9101", Watchdogs: map[string]Duration{"gc": Duration(time.Hour)}}
-			require.NoError(t, yaml.Unmarshal([]byte(tc.doc), &want))
-			require.NoError(t, yaml.Unmarshal([]byte(tc.doc), &got))
+			wantErr := decode(tc.doc, tc.strict, &want)
+			gotErr := decode(tc.doc, tc.strict, &got)
+			if wantErr == nil {
+				assert.NoError(t, gotErr)
+			} else {
+				assert.EqualError(t, gotErr, strings.ReplaceAll(wantErr.Error(), "health.configWithout", "health.Config"))
+			}
 			assert.Equal(t, want, configWithout{got.Enabled, got.Listen, got.Watchdogs})
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // The texts a deadline's stack attribute carries when there is no stack to
@@ -17,9 +18,10 @@ const (
 	// stackNoBeat: the first deadline, counted from Watch, passed before
 	// any Beat, so no goroutine is known to be the loop's.
 	stackNoBeat = "no goroutine has beaten yet"
-	// stackNotFound: the goroutines' dump was cut at maxDump before the
-	// goroutine's turn came; it may or may not be alive.
-	stackNotFound = "the goroutine that last beat is not in the first 64 MiB of the process's stacks"
+	// stackNotFound: the goroutines' dump was cut (at maxDump, or by
+	// maxDumpPause) before the goroutine's turn came; it may or may not
+	// be alive.
+	stackNotFound = "the goroutine that last beat is not in the part of the process's stacks the dump took"
 )
 
 // maxStack bounds a stack in the log and in Status: a loop's stack is a
@@ -34,13 +36,28 @@ const stackCut = "\n...the rest is cut: the stack is longer than 16 KiB"
 // stackCutDump ends a stack the 64 MiB dump ended inside, at a line end.
 const stackCutDump = "\n...the rest is cut: the dump of every stack ended inside this one"
 
-// maxDumpGoroutines is the most goroutines a deadline dumps: the pause
-// grows with their number (about 20 µs each in docs/performance.md, so
-// some 0.4 s at this bound), and a process with more is likely one whose
-// goroutines pile up behind the very lock the loop hangs on, where a
-// pause of seconds would cost the node its probes on top. Past it the
-// stack says so instead.
-const maxDumpGoroutines = 20_000
+// maxDumpPause bounds the stop of the world a deadline's stacks cost: each
+// dump stops it for as long as the runtime takes to print every goroutine,
+// and meanwhile no probe is answered and no other deadline reported. Half
+// a second keeps a deadline that passes during it within the second Watch
+// promises, and a probe within its timeout. The pause is foreseen from the
+// last dump's cost per goroutine, which grows with their depth and with a
+// CPU limit's throttling, so a process too big to dump within it gets a
+// line that says so instead, and a dump is grown and taken again only
+// while the pauses so far leave room for one more.
+const maxDumpPause = 500 * time.Millisecond
+
+// firstDumpCost foresees a first dump's pause, per goroutine, before any
+// has been measured: twice the 20 µs measured for goroutines 13 frames
+// deep (docs/performance.md), since an agent's are often deeper.
+const firstDumpCost = 40 * time.Microsecond
+
+// dumpCost is the last dump's pause per goroutine, in nanoseconds; 0
+// before the first.
+var dumpCost atomic.Int64
+
+// dumpClock reads the time around a dump; a test makes dumps take long.
+var dumpClock = time.Now
 
 // dumpPerGoroutine sizes a first dump's buffer: a goroutine of an agent
 // prints in one or two KiB. Too small a guess costs another stop of the
@@ -91,15 +108,12 @@ func headerID(stack []byte) uint64 {
 // the minutes waited once it has waited a minute, then its frames), cut
 // at maxStack; stackNoBeat for id 0; stackExited for a goroutine that no
 // longer exists (ids are never reused); stackNotFound when the dump was
-// cut at limit before it; and, with more than maxDumpGoroutines
-// goroutines, a text saying it was not taken.
+// cut before it; and, when a dump is foreseen to stop the world for longer
+// than maxDumpPause, a text saying it was not taken.
 //
-// It takes every goroutine's stack in one dump, which stops the world for
-// as long as the runtime takes to print them all (docs/performance.md
-// measures it with 10,000), so the deadline timer calls it once per
-// deadline, for every watchdog that passed one at that moment, and never
-// under the Server's lock. The dump is dropped before it returns; the
-// stacks are copies.
+// The deadline timer calls it once for every watchdog whose deadline has
+// passed by then, never under the Server's lock (see maxDumpPause for its
+// cost). The dump is dropped before it returns; the stacks are copies.
 func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[uint64]string {
 	stacks := make(map[uint64]string, len(ids))
 	need := 0
@@ -114,30 +128,20 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 	if need == 0 {
 		return stacks
 	}
-	if goroutines > maxDumpGoroutines {
+	cost := time.Duration(dumpCost.Load())
+	if cost == 0 {
+		cost = firstDumpCost
+	}
+	if pause := time.Duration(goroutines) * cost; pause > maxDumpPause {
 		for id, s := range stacks {
 			if s == "" {
-				stacks[id] = fmt.Sprintf("not taken: the process has %d goroutines, and a dump of them all "+
-					"would stop it for too long (the bound is %d)", goroutines, maxDumpGoroutines)
+				stacks[id] = fmt.Sprintf("not taken: a dump of the process's %d goroutines would stop it for about %v (the bound is %v)",
+					goroutines, pause.Round(time.Millisecond), maxDumpPause)
 			}
 		}
 		return stacks
 	}
-	buf, cut := takeDump(dump, limit, goroutines)
-	for len(buf) > 0 && need > 0 {
-		var block []byte
-		var whole bool
-		block, buf, whole = bytes.Cut(buf, []byte("\n\n"))
-		id := headerID(block)
-		if s, wanted := stacks[id]; wanted && s == "" && id != 0 {
-			if !whole && cut {
-				stacks[id] = cutPartialStack(block) // the dump ends inside it
-			} else {
-				stacks[id] = cutStack(bytes.TrimSuffix(block, []byte("\n")))
-			}
-			need--
-		}
-	}
+	cut := takeDump(dump, limit, goroutines, stacks)
 	for id, s := range stacks {
 		switch {
 		case s != "":
@@ -150,25 +154,68 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 	return stacks
 }
 
-// takeDump returns every goroutine's stack, growing the buffer until it
-// holds them all or reaches limit (maxDump), and whether it was cut there.
-// The first buffer is the last dump's size or the guess for goroutines,
-// whichever is larger.
-func takeDump(dump func([]byte) int, limit, goroutines int) ([]byte, bool) {
+// takeDump dumps every goroutine's stack and fills in the wanted stacks
+// (those empty in stacks) from it, and reports whether the dump was cut
+// before its end. A dump that fills its buffer is taken again in a larger
+// one only while a wanted stack is not yet whole in it and the pauses so
+// far leave room for one more within maxDumpPause: goroutines print in
+// the order they were made, so a loop started at bring-up is usually in
+// the first buffer, found at the first stop of the world. The buffer is
+// the last dump's size or the guess for goroutines, whichever is larger,
+// and grows to what the part printed says the whole needs.
+func takeDump(dump func([]byte) int, limit, goroutines int, stacks map[uint64]string) (cut bool) {
 	size := min(max(int(dumpHint.Load()), goroutines*dumpPerGoroutine, 64<<10), limit)
+	var spent time.Duration
 	for {
 		buf := make([]byte, size)
+		start := dumpClock()
 		n := dump(buf)
-		if n < len(buf) {
-			dumpHint.Store(int64(n + n/4)) // room for some growth, and shrinks with the process
-			return buf[:n], false
+		took := dumpClock().Sub(start)
+		spent += took
+		dumpCost.Store(int64(took) / int64(max(goroutines, 1)))
+		full := n == len(buf)
+		grow := full && size < limit && spent+took <= maxDumpPause
+		if pickStacks(stacks, buf[:n], full, !grow) == 0 || !grow {
+			if full {
+				dumpHint.Store(int64(size)) // the next deadline dumps once at this size
+			} else {
+				dumpHint.Store(int64(n + n/4)) // room for some growth, and shrinks with the process
+			}
+			return full
 		}
-		if size >= limit {
-			dumpHint.Store(int64(limit)) // the next deadline dumps once, not after every doubling
-			return buf[:n], true
-		}
-		size = min(2*size, limit)
+		printed := max(1, bytes.Count(buf[:n], []byte("\n\ngoroutine ")))
+		size = min(limit, max(2*size, size/printed*goroutines*5/4))
 	}
+}
+
+// pickStacks fills in the wanted stacks (empty in stacks) from dump, and
+// returns how many are still wanted. In a full dump, the last block may
+// be cut inside; it is taken, to its last whole line, only when final.
+func pickStacks(stacks map[uint64]string, dump []byte, full, final bool) (need int) {
+	for _, s := range stacks {
+		if s == "" {
+			need++
+		}
+	}
+	for len(dump) > 0 && need > 0 {
+		var block []byte
+		var whole bool
+		block, dump, whole = bytes.Cut(dump, []byte("\n\n"))
+		id := headerID(block)
+		if s, wanted := stacks[id]; !wanted || s != "" || id == 0 {
+			continue
+		}
+		switch {
+		case whole || !full:
+			stacks[id] = cutStack(bytes.TrimSuffix(block, []byte("\n")))
+		case final:
+			stacks[id] = cutPartialStack(block) // the dump ends inside it
+		default:
+			continue // taken whole from the next, larger dump
+		}
+		need--
+	}
+	return need
 }
 
 // dumpAll is the dump stacksOf takes outside tests: runtime.Stack of
@@ -176,12 +223,14 @@ func takeDump(dump func([]byte) int, limit, goroutines int) ([]byte, bool) {
 func dumpAll(buf []byte) int { return runtime.Stack(buf, true) }
 
 // cutPartialStack returns the stack a cut dump ends inside: to its last
-// whole line, saying so, so that no line (or character) is half there.
+// whole line within maxStack, saying so, so that no line (or character)
+// is half there.
 func cutPartialStack(stack []byte) string {
+	stack = stack[:min(len(stack), maxStack-len(stackCutDump))]
 	if i := bytes.LastIndexByte(stack, '\n'); i >= 0 {
 		stack = stack[:i]
 	}
-	return cutStack(stack[:min(len(stack), maxStack-len(stackCutDump))]) + stackCutDump
+	return string(stack) + stackCutDump
 }
 
 // cutStack returns stack as a string of at most maxStack bytes, cut at a

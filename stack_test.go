@@ -52,6 +52,9 @@ func dumpOf(text string, calls *int) func([]byte) int {
 // TestStacksOf picks each goroutine's block out of a dump, alone and
 // exactly as the runtime printed it, and says so when there is none.
 func TestStacksOf(t *testing.T) {
+	var frozen time.Time // every dump takes no time: none is foreseen too long
+	dumpClock = func() time.Time { return frozen }
+	defer func() { dumpClock = time.Now }()
 	calls := 0
 	got := stacksOf(dumpOf(fakeDump, &calls), maxDump, 3, []uint64{12, 1, 123, 0, 99, 2})
 	assert.Equal(t, map[uint64]string{
@@ -77,7 +80,7 @@ func TestStacksOf(t *testing.T) {
 	}
 	calls = 0
 	got = stacksOf(full, 1<<20, 3, []uint64{1, 5})
-	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: "the goroutine that last beat is not in the first 64 MiB of the process's stacks"}, got)
+	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: "the goroutine that last beat is not in the part of the process's stacks the dump took"}, got)
 	assert.Equal(t, 5, calls, "64 KiB, doubled up to the 1 MiB limit")
 	calls = 0
 	stacksOf(full, 1<<20, 3, []uint64{1, 5})
@@ -96,31 +99,81 @@ func TestStacksOf(t *testing.T) {
 	assert.Equal(t, map[uint64]string{7: "goroutine 7 [select]:\nmain.loop()" + stackCutDump}, got)
 
 	// The first buffer is sized for the goroutines: one stop of the
-	// world, not one per doubling from 64 KiB.
+	// world, not one per doubling from 64 KiB; and a dump that holds the
+	// wanted stack whole is not taken again, full or not.
 	dumpHint.Store(0)
-	need := strings.Repeat("goroutine 1 [running]:\nx\n\n", 10_000) // 260,000 bytes
+	need := strings.Repeat("goroutine 1 [running]:\nx\n\n", 10_000) + "goroutine 9 [select]:\ny\n" // 260,023 bytes
 	fits := func(buf []byte) int { calls++; return copy(buf, need) }
 	calls = 0
-	stacksOf(fits, maxDump, 20, []uint64{1})
+	got = stacksOf(fits, maxDump, 20, []uint64{9})
+	assert.Equal(t, "goroutine 9 [select]:\ny", got[9])
 	assert.Equal(t, 3, calls, "20 goroutines guessed at 40 KiB: 64 KiB, 128, then 256 fits")
 	dumpHint.Store(0)
 	calls = 0
-	stacksOf(fits, maxDump, 10_000, []uint64{1})
+	stacksOf(fits, maxDump, 10_000, []uint64{9})
 	assert.Equal(t, 1, calls, "10,000 goroutines: a buffer for them at once")
 	calls = 0
-	stacksOf(fits, maxDump, 3, []uint64{1})
+	stacksOf(fits, maxDump, 3, []uint64{9})
 	assert.Equal(t, 1, calls, "the last dump's size is the next one's start")
-
-	// Too many goroutines to stop the world for: no dump.
+	dumpHint.Store(0)
 	calls = 0
-	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, maxDumpGoroutines+1, []uint64{12, 0})
+	got = stacksOf(fits, maxDump, 20, []uint64{1})
+	assert.Equal(t, "goroutine 1 [running]:\nx", got[1])
+	assert.Equal(t, 1, calls, "found whole in the first, full buffer")
+	dumpHint.Store(0)
+}
+
+// TestStacksOfPauseBound: a dump foreseen to stop the world for longer
+// than maxDumpPause, from the last one's cost per goroutine, is not
+// taken, and says so; a full dump is taken again in a larger buffer only
+// while the pauses so far leave room for one more.
+func TestStacksOfPauseBound(t *testing.T) {
+	defer func() {
+		dumpCost.Store(0)
+		dumpHint.Store(0)
+		dumpClock = time.Now
+	}()
+	calls := 0
+	dumpCost.Store(int64(time.Millisecond))
+	got := stacksOf(dumpOf(fakeDump, &calls), maxDump, 501, []uint64{12, 0})
 	assert.Equal(t, map[uint64]string{
-		12: "not taken: the process has 20001 goroutines, and a dump of them all would stop it for too long (the bound is 20000)",
+		12: "not taken: a dump of the process's 501 goroutines would stop it for about 501ms (the bound is 500ms)",
 		0:  "no goroutine has beaten yet",
 	}, got)
 	assert.Zero(t, calls)
-	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, maxDumpGoroutines, []uint64{12})
+	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, 500, []uint64{12})
 	assert.True(t, strings.HasPrefix(got[12], "goroutine 12 ["), "at the bound, a dump")
+	assert.Equal(t, 1, calls)
+	assert.Less(t, dumpCost.Load(), int64(time.Millisecond), "the cost measured anew")
+
+	// Each dump takes 300 ms on the test's clock: a full one is not
+	// taken again, and what it holds is what there is.
+	var now time.Time
+	dumpClock = func() time.Time { return now }
+	dumpCost.Store(0)
+	dumpHint.Store(0)
+	slow := func(buf []byte) int {
+		calls++
+		now = now.Add(300 * time.Millisecond)
+		return copy(buf, strings.Repeat("goroutine 1 [running]:\nx\n\n", len(buf)/26+1))
+	}
+	calls = 0
+	got = stacksOf(slow, maxDump, 3, []uint64{1, 5})
+	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: stackNotFound}, got)
+	assert.Equal(t, 1, calls, "300 ms spent: no room for another 300")
+	assert.Equal(t, int64(100*time.Millisecond), dumpCost.Load(), "300 ms for 3 goroutines")
+}
+
+// TestCutPartialStackAtALineEnd: a stack the dump ends inside, longer
+// than maxStack, is cut at its last whole line within maxStack.
+func TestCutPartialStackAtALineEnd(t *testing.T) {
+	line := strings.Repeat("x", 98) + "\n" // 99 bytes
+	got := cutPartialStack([]byte("goroutine 7 [select]:\n" + strings.Repeat(line, 300) + "xx"))
+	require.True(t, strings.HasSuffix(got, stackCutDump))
+	body := strings.TrimSuffix(got, stackCutDump)
+	assert.LessOrEqual(t, len(got), maxStack)
+	assert.Equal(t, "goroutine 7 [select]:\n"+strings.Repeat(line, (maxStack-len(stackCutDump)-22)/99-1)+strings.Repeat("x", 98), body,
+		"whole lines only")
 }
 
 func TestCutStack(t *testing.T) {
@@ -300,10 +353,10 @@ func BenchmarkStackCapture(b *testing.B) {
 
 	b.Run("dump", func(b *testing.B) {
 		b.ReportAllocs()
+		buf := make([]byte, maxDump)
 		n := 0
 		for b.Loop() {
-			buf, _ := takeDump(dumpAll, maxDump, runtime.NumGoroutine())
-			n = len(buf)
+			n = dumpAll(buf)
 		}
 		b.ReportMetric(float64(n), "dump-bytes")
 	})

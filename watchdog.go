@@ -27,8 +27,8 @@ import (
 // without Stop shows "the goroutine that last beat has exited". Taking it
 // stops the world while the runtime prints every goroutine, once per
 // deadline (about 0.2 s with 10,000 goroutines, docs/performance.md; not
-// taken past 20,000); readiness reports the deadline without waiting for
-// it.
+// taken when the last dump's cost foresees more than half a second);
+// readiness reports the deadline without waiting for it.
 //
 // That goroutine is the loop's when the loop beats from itself, as it
 // should. When Beats come from elsewhere the stack is another's: a
