@@ -15,7 +15,11 @@ package health
 //	}
 //
 // A change of Ready's detail alone (another subsystem's name, another
-// check error) is no change of the set. Every caller between two changes
+// check error) is no change of the set. One wake comes without a change:
+// when a deadline's stack reaches Status, a moment after the deadline's
+// change (WatchdogStatus.Stack), so that a loop that shows Status on each
+// wake shows where the loop is stuck; a loop like the one above takes it
+// in its stride. Every caller between two changes
 // gets the same channel; probes never touch it, so it never slows one.
 func (s *Server) Changed() <-chan struct{} {
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
+	"sync"
 	"time"
 )
 
@@ -62,8 +63,8 @@ type passed struct {
 // in its place, before the readiness line it causes; the dump runs after
 // it, and then completes the lines, which the log's goroutine writes in
 // order. A Beat during the dump recovers at once, and its lines follow the
-// ERROR line in the log; Status shows a stack only once it is taken. One
-// dump runs at a time.
+// ERROR line in the log; Status shows a stack only once it is taken (see
+// completeStacks). One dump runs at a time (see stackQueue).
 func (s *Server) deadlinesPassed(gen uint64) {
 	s.mu.Lock()
 	if gen != s.watch.gen {
@@ -97,22 +98,67 @@ func (s *Server) deadlinesPassed(gen uint64) {
 	s.watchDeadlines()
 	s.update()
 	s.unlock()
-	if len(due) == 0 {
+	if len(due) > 0 {
+		s.takeStacks(due)
+	}
+}
+
+// stackQueue holds the deadlines whose stacks are still to be taken, so
+// that one goroutine dumps at a time, and one dump serves every deadline
+// that passed while the one before it ran: a pool of hung workers whose
+// deadlines fall close together costs two stops of the world, not one a
+// worker.
+type stackQueue struct {
+	mu      sync.Mutex
+	pending []passed
+	dumping bool // a goroutine is taking stacks for pending
+}
+
+// takeStacks has the stacks of due taken and their lines completed: by
+// this goroutine, or by the one already dumping, once its dump is done.
+func (s *Server) takeStacks(due []passed) {
+	q := &s.stackq
+	q.mu.Lock()
+	q.pending = append(q.pending, due...)
+	if q.dumping {
+		q.mu.Unlock()
 		return
 	}
+	q.dumping = true
+	for len(q.pending) > 0 {
+		batch := q.pending
+		q.pending = nil
+		q.mu.Unlock()
+		s.completeStacks(batch)
+		q.mu.Lock()
+	}
+	q.dumping = false
+	q.mu.Unlock()
+}
 
-	s.dumping.Lock()
+// completeStacks takes the stacks of batch in one dump, gives each to its
+// watchdog's Status while that deadline is its latest and it is still
+// late, and completes the ERROR lines. A stack that reaches Status wakes
+// Changed, so that a loop that shows Status on each wake shows it.
+func (s *Server) completeStacks(batch []passed) {
+	ids := make([]uint64, len(batch))
+	for i, p := range batch {
+		ids[i] = p.goid
+	}
 	stacks := stacksOf(s.stackDump, maxDump, runtime.NumGoroutine(), ids)
-	s.dumping.Unlock()
-
 	s.mu.Lock()
-	for _, p := range due {
-		if p.w.late && p.w.timeouts == p.timeouts {
+	shown := false
+	for _, p := range batch {
+		if p.w.late && !p.w.stopped && p.w.timeouts == p.timeouts {
 			p.w.stack = stacks[p.goid]
+			shown = true
 		}
 	}
+	if shown {
+		s.announceChange()
+	}
 	s.mu.Unlock()
-	for _, p := range due {
+	for _, p := range batch {
 		p.line.complete("stack", stacks[p.goid])
 	}
 }

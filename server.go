@@ -41,9 +41,8 @@ type Server struct {
 	// stackDump takes every goroutine's stack for a deadline's line
 	// (runtime.Stack); a test may count or inspect the calls.
 	stackDump func([]byte) int
-	// dumping is held while stackDump runs, so that deadlines that pass
-	// close together stop the world one after the other, never at once.
-	dumping sync.Mutex
+	// stackq holds the deadlines whose stacks are still to be taken.
+	stackq stackQueue
 
 	mu              sync.Mutex
 	registered      bool

@@ -446,3 +446,59 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	assert.Empty(t, st.Stack, "met again before its stack was taken: none")
 	assert.True(t, strings.HasPrefix(s.Status().Watchdogs[1].Stack, fmt.Sprintf("goroutine %d [", id)))
 }
+
+// TestStacksCoalesceAndWakeChanged: deadlines that pass while a dump runs
+// share the next one, taken by the goroutine already dumping, never two
+// at once; and a stack reaching Status wakes Changed, with the stack
+// there to read.
+func TestStacksCoalesceAndWakeChanged(t *testing.T) {
+	s, logs := newReadyServer(t)
+	inDump, release := make(chan struct{}, 4), make(chan struct{})
+	var dumps, running, most atomic.Int32
+	s.stackDump = func(buf []byte) int {
+		n := running.Add(1)
+		defer running.Add(-1)
+		if n > most.Load() {
+			most.Store(n)
+		}
+		dumps.Add(1)
+		inDump <- struct{}{}
+		<-release
+		return dumpAll(buf)
+	}
+	first := s.Watch("first", 20*time.Millisecond)
+	defer first.Stop()
+	first.Beat()
+	<-inDump
+	var pool []*Watchdog
+	for i := range 3 {
+		w := s.Watch(fmt.Sprintf("worker-%d", i), 20*time.Millisecond)
+		defer w.Stop()
+		w.Beat()
+		pool = append(pool, w)
+	}
+	eventually(t, func() bool {
+		for _, w := range s.Status().Watchdogs {
+			if w.Timeouts == 0 {
+				return false
+			}
+		}
+		return true
+	}, "every deadline passed during the first dump")
+	ch := s.Changed()
+	close(release)
+	waitClosed(t, ch, 10*time.Second, "the first stack reaching Status")
+	assert.True(t, strings.HasPrefix(s.Status().Watchdogs[0].Stack, "goroutine "), "the stack there on the wake")
+	eventually(t, func() bool {
+		for _, w := range s.Status().Watchdogs {
+			if w.Stack == "" {
+				return false
+			}
+		}
+		return true
+	}, "every stack taken")
+	assert.Equal(t, int32(2), dumps.Load(), "the first deadline's dump, then one for the three")
+	assert.Equal(t, int32(1), most.Load(), "one dump at a time")
+	assert.Equal(t, 4, logs.count(`level=ERROR msg="health: subsystem unresponsive"`))
+	assert.Equal(t, 4, logs.count(` stack="goroutine `), "each line with its stack")
+}

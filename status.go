@@ -123,7 +123,8 @@ func (pc *probeCounters) counts() ProbeCounts {
 // are read under the lock that orders readiness changes, so they agree
 // with each other (a failed check in Unmet has its failure counted in
 // Check, a stopped subsystem in Unmet has its name in Stopped, an overdue
-// watchdog past a deadline has its Stack). The probe and connection counters and
+// watchdog past a deadline has its Stack once it is taken, which wakes
+// Changed). The probe and connection counters and
 // the watchdogs' Beats and LastBeat are read one by one while probes and
 // Beats go on, so they may be a probe, a connection or a Beat apart from
 // each other; WatchdogTotals add the very counts listed in Watchdogs, so

@@ -250,6 +250,9 @@ func TestDemoHungLoop(t *testing.T) {
 	_, body = d.probe(t, "/readyz?verbose")
 	assert.Contains(t, body, "[-]subsystems failed: subsystem unresponsive\n")
 	assert.NotContains(t, body, "reconcile", "a name never reaches a body")
+	// The stack is taken after the verdict, and reaches Status before
+	// the ERROR line is written.
+	d.eventuallyLogs(t, `level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=200ms stack="goroutine `)
 	d.send(t, "status")
 	assert.Equal(t, `status: not ready: subsystem unresponsive: "reconcile" (no beat within 200ms)`, d.nextMatching(t, "status:"))
 	assert.Regexp(t, `^  loops:  "reconcile" overdue; timeout 200ms; [1-9]\d* beats, the last at \S+; 1 timeouts$`, d.nextMatching(t, "  loops:"))
