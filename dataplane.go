@@ -37,8 +37,7 @@ type checkVerdict struct {
 type checkCounters struct {
 	runs, failures, panics, stalls uint64
 	lastDuration                   time.Duration
-	returned                       bool          // a check has returned
-	lastReturned                   time.Duration // when, since Server.epoch
+	lastReturned                   time.Duration // when the last returned, since Server.epoch; meaningless while runs is 0
 	lastErr                        error
 }
 
@@ -53,7 +52,6 @@ func (cc *checkCounters) record(err error, duration, returned time.Duration) {
 		cc.panics++
 	}
 	cc.lastDuration = duration
-	cc.returned = true
 	cc.lastReturned = returned
 	cc.lastErr = err
 }
@@ -69,7 +67,7 @@ func (cc *checkCounters) status(installed bool, now clockReading) CheckStatus {
 		LastDuration: cc.lastDuration,
 		LastError:    cc.lastErr,
 	}
-	if cc.returned {
+	if cc.runs > 0 {
 		st.LastReturned = now.at(cc.lastReturned)
 	}
 	return st
