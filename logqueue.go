@@ -221,7 +221,7 @@ func (s *Server) handle(r slog.Record) {
 // write it, as every line is. With stderr blocked, a Serve that wrote its
 // lines would not start serving, or Accept would stop, the kubelet's
 // liveness probe would fail, and the restart runs the drain path.
-func (s *Server) logAsync(_ context.Context, level slog.Level, msg string, args ...any) {
+func (s *Server) logAsync(level slog.Level, msg string, args ...any) {
 	s.queue(logLine{record: newRecord(level, msg, args)})
 	s.flushInBackground()
 }

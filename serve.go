@@ -30,7 +30,7 @@ func (s *Server) Listen() (net.Listener, error) {
 		return nil, fmt.Errorf("health: listen %q: %w", s.cfg.Listen, err)
 	}
 	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
-		s.logAsync(context.Background(), slog.LevelWarn, "health: listening on a non-loopback address; the probe endpoints are unauthenticated", "addr", ln.Addr().String())
+		s.logAsync(slog.LevelWarn, "health: listening on a non-loopback address; the probe endpoints are unauthenticated", "addr", ln.Addr().String())
 	}
 	return ln, nil
 }
@@ -78,20 +78,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // serve is Serve on a non-nil ln.
 func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	addr, limit := ln.Addr().String(), listener.DefaultLimit()
-	s.logAsync(context.Background(), slog.LevelInfo, "health: serving probes", "addr", addr, "max_conns", limit)
+	s.logAsync(slog.LevelInfo, "health: serving probes", "addr", addr, "max_conns", limit)
 	err := listener.Serve(ctx, ln, listener.Options{
 		Handler:  s.Handler(),
 		Answer:   s.plainAnswer,
 		Counters: &s.conns,
-		Log: func(level slog.Level, msg string, args ...any) {
-			s.logAsync(context.Background(), level, msg, args...)
-		},
-		Limit: limit,
+		Log:      s.logAsync,
+		Limit:    limit,
 	})
 	if err != nil {
-		s.logAsync(context.Background(), slog.LevelError, "health: stopped serving probes: the listener failed", "addr", addr, "err", err)
+		s.logAsync(slog.LevelError, "health: stopped serving probes: the listener failed", "addr", addr, "err", err)
 		return fmt.Errorf("health: %w", err)
 	}
-	s.logAsync(context.Background(), slog.LevelInfo, "health: stopped serving probes", "addr", addr)
+	s.logAsync(slog.LevelInfo, "health: stopped serving probes", "addr", addr)
 	return nil
 }
