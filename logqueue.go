@@ -32,6 +32,7 @@ const logQueueSize = 256
 // once it finds the queue empty, so a quiet Server runs none, and a
 // blocked sink holds that one goroutine, never a pile of them.
 type logQueue struct {
+	logger   *slog.Logger // NewServer's; never changed
 	mu       sync.Mutex
 	lines    []logLine // oldest first
 	flushing bool      // a goroutine is writing the queue's lines
@@ -70,7 +71,7 @@ func (l *laterLine) complete(args ...any) {
 // held, so that lines are queued in the order of the changes they report;
 // release it with s.unlock, which has them written.
 func (s *Server) log(level slog.Level, msg string, args ...any) {
-	s.queue(logLine{record: newRecord(level, msg, args)})
+	s.logq.add(logLine{record: newRecord(level, msg, args)})
 }
 
 // logLater queues a line as log does, to be written once its complete is
@@ -78,7 +79,7 @@ func (s *Server) log(level slog.Level, msg string, args ...any) {
 // The caller must call complete, soon: until then nothing is written.
 func (s *Server) logLater(level slog.Level, msg string, args ...any) *laterLine {
 	l := &laterLine{record: newRecord(level, msg, args), done: make(chan struct{})}
-	s.queue(logLine{later: l})
+	s.logq.add(logLine{later: l})
 	return l
 }
 
@@ -92,9 +93,8 @@ func newRecord(level slog.Level, msg string, args []any) slog.Record {
 	return r
 }
 
-// queue adds a line to the log queue, dropping the oldest when it is full.
-func (s *Server) queue(line logLine) {
-	q := &s.logq
+// add adds a line to the queue, dropping the oldest when it is full.
+func (q *logQueue) add(line logLine) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.lines) == logQueueSize {
@@ -119,21 +119,20 @@ func (q *logQueue) pop() logLine {
 // log's own goroutine: the caller never waits for the sink.
 func (s *Server) unlock() {
 	s.mu.Unlock()
-	s.flushInBackground()
+	s.logq.flushInBackground()
 }
 
 // flushInBackground has the queued lines written by a goroutine of its
 // own, started only when there is a line to write and nobody writing. It
 // claims the writing before it starts the goroutine, so that callers that
 // race start one between them.
-func (s *Server) flushInBackground() {
-	q := &s.logq
+func (q *logQueue) flushInBackground() {
 	q.mu.Lock()
 	start := len(q.lines) > 0 && !q.flushing
 	q.flushing = q.flushing || start
 	q.mu.Unlock()
 	if start {
-		go s.flushDetached()
+		go q.flushDetached()
 	}
 }
 
@@ -143,26 +142,25 @@ func (s *Server) flushInBackground() {
 // the node's data plane: so the line it panicked on is dropped, and the
 // lines after it are written, unless another goroutine has taken the
 // writing on meanwhile.
-func (s *Server) flushDetached() {
-	for s.writeRecovering() && s.claimFlush() {
+func (q *logQueue) flushDetached() {
+	for q.writeRecovering() && q.claimFlush() {
 	}
 }
 
 // writeRecovering runs writeQueued and reports whether a handler panicked.
-func (s *Server) writeRecovering() (panicked bool) {
+func (q *logQueue) writeRecovering() (panicked bool) {
 	defer func() {
 		if recover() != nil {
 			panicked = true
 		}
 	}()
-	s.writeQueued()
+	q.writeQueued()
 	return false
 }
 
 // claimFlush makes the calling goroutine the one writing the queue's
 // lines, and reports whether it is: false when another one is.
-func (s *Server) claimFlush() bool {
-	q := &s.logq
+func (q *logQueue) claimFlush() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.flushing {
@@ -176,8 +174,7 @@ func (s *Server) claimFlush() bool {
 // then gives up the writing, which the caller has claimed. No lock is held
 // while the handler runs. A handler that panics still gives the writing
 // up, so that later lines are written.
-func (s *Server) writeQueued() {
-	q := &s.logq
+func (q *logQueue) writeQueued() {
 	q.mu.Lock()
 	locked := true
 	defer func() {
@@ -194,21 +191,21 @@ func (s *Server) writeQueued() {
 		if line.dropped > 0 {
 			r := slog.NewRecord(time.Now(), slog.LevelWarn, "health: log lines dropped", 0)
 			r.Add("count", line.dropped)
-			s.handle(r)
+			q.handle(r)
 		}
 		if line.later != nil {
 			<-line.later.done
 			line.record = line.later.record
 		}
-		s.handle(line.record)
+		q.handle(line.record)
 		q.mu.Lock()
 		locked = true
 	}
 }
 
 // handle writes r as slog.Logger does, if the handler takes its level.
-func (s *Server) handle(r slog.Record) {
-	h := s.logger.Handler()
+func (q *logQueue) handle(r slog.Record) {
+	h := q.logger.Handler()
 	ctx := context.Background()
 	if h.Enabled(ctx, r.Level) {
 		_ = h.Handle(ctx, r)
@@ -222,6 +219,6 @@ func (s *Server) handle(r slog.Record) {
 // lines would not start serving, or Accept would stop, the kubelet's
 // liveness probe would fail, and the restart runs the drain path.
 func (s *Server) logAsync(level slog.Level, msg string, args ...any) {
-	s.queue(logLine{record: newRecord(level, msg, args)})
-	s.flushInBackground()
+	s.logq.add(logLine{record: newRecord(level, msg, args)})
+	s.logq.flushInBackground()
 }

@@ -14,8 +14,7 @@ import (
 // Server holds the readiness latches and serves the probes. Create it with
 // NewServer; all its methods are safe for concurrent use.
 type Server struct {
-	cfg    Config
-	logger *slog.Logger
+	cfg Config
 
 	// answer is the verdict a probe reads. It is replaced, under mu, only
 	// when a latch or the poller changes it, so a probe is one atomic load:
@@ -92,11 +91,11 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 	}
 	s := &Server{
 		cfg:         cfg,
-		logger:      logger,
 		checkPeriod: dataPlaneCheckPeriod,
 		epoch:       time.Now(),
 		stackDump:   dumpAll,
 		mode:        DeliveryModeStreaming,
+		logq:        logQueue{logger: logger},
 	}
 	unmet := s.unmet()
 	s.answer.Store(newVerdict(unmet, s.detail(unmet.first()), false))
