@@ -105,7 +105,10 @@ func (c *Config) validateListen() error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("health: listen %q: port %q is not a number from 0 to 65535", c.Listen, port)
 	}
-	if !isPrintableASCII(host) {
+	// Checked before the host is parsed, because netip.ParseAddr accepts
+	// any byte in an IPv6 zone, a newline or a NUL included, and such a
+	// host would reach the log and the resolver as it is.
+	if !allBytes(host, isGraphic) {
 		return fmt.Errorf("health: listen %q: host %q holds a space or a byte outside printable ASCII", c.Listen, host)
 	}
 	// SplitHostPort takes the brackets off, and lets them hold anything,
@@ -131,20 +134,6 @@ func (c *Config) validateListen() error {
 		return fmt.Errorf("health: listen %q: host %q is neither an IP address nor a host name: %s", c.Listen, host, why)
 	}
 	return nil
-}
-
-// isPrintableASCII reports whether every byte of host is printable ASCII
-// other than the space (0x21 to 0x7e). It is checked before the host is
-// parsed because netip.ParseAddr accepts any byte in an IPv6 zone, a
-// newline or a NUL included, and such a host would reach the log and the
-// resolver as it is.
-func isPrintableASCII(host string) bool {
-	for i := 0; i < len(host); i++ {
-		if b := host[i]; b < 0x21 || b > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 func isIPLiteral(host string) bool {
@@ -184,7 +173,7 @@ func hostNameFault(host string) string {
 			}
 		}
 	}
-	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" {
+	if last := labels[len(labels)-1]; allBytes(last, isDigit) {
 		return fmt.Sprintf("its last label %q is all digits, which only an IP address has", last)
 	}
 	if isInetAtonForm(labels) {
@@ -206,11 +195,11 @@ func isInetAtonForm(labels []string) bool {
 		return false
 	}
 	for _, label := range labels {
-		digits, of := label, "0123456789"
+		digits, of := label, isDigit
 		if len(label) >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X') {
-			digits, of = label[2:], "0123456789abcdefABCDEF"
+			digits, of = label[2:], isHex
 		}
-		if strings.Trim(digits, of) != "" {
+		if !allBytes(digits, of) {
 			return false
 		}
 	}
@@ -230,14 +219,7 @@ func isZone(zone string) bool {
 	if len(zone) == 0 || len(zone) > maxZoneLen || zone == "." || zone == ".." {
 		return false
 	}
-	for i := 0; i < len(zone); i++ {
-		if b := zone[i]; !isLetterOrDigit(b) && b != '.' && b != '_' && b != '-' {
-			return false
-		}
-	}
-	return true
+	return allBytes(zone, isZoneByte)
 }
 
-func isLetterOrDigit(b byte) bool {
-	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
-}
+func isZoneByte(b byte) bool { return isLetterOrDigit(b) || b == '.' || b == '_' || b == '-' }

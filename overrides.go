@@ -118,7 +118,7 @@ func (c *Config) validateWatchdogs() error {
 		switch {
 		case name == "":
 			return fmt.Errorf("health: watchdogs: name %q is empty: use the name the agent gives Watch", name)
-		case !isPrintableOrSpace(name):
+		case !allBytes(name, isGraphicOrSpace):
 			return fmt.Errorf("health: watchdogs: name %q holds a byte outside printable ASCII", name)
 		case d < 0:
 			return fmt.Errorf("health: watchdogs: name %q: timeout %v is negative; 0 disables the watchdog", name, d)
@@ -134,14 +134,3 @@ func (c *Config) validateWatchdogs() error {
 // "10ms" for "10m" would stop it many times a second and flip readiness
 // on every turn; no loop of an agent's is meant to turn faster.
 const minOverride = time.Second
-
-// isPrintableOrSpace reports whether every byte of s is printable ASCII,
-// the space included (0x20 to 0x7e): a loop's name may be words.
-func isPrintableOrSpace(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < 0x20 || b > 0x7e {
-			return false
-		}
-	}
-	return true
-}

@@ -77,7 +77,7 @@ func headerID(stack []byte) uint64 {
 	}
 	var id uint64
 	i := 0
-	for ; i < len(rest) && '0' <= rest[i] && rest[i] <= '9'; i++ {
+	for ; i < len(rest) && isDigit(rest[i]); i++ {
 		id = id*10 + uint64(rest[i]-'0')
 	}
 	if i == 0 || i == len(rest) || rest[i] != ' ' {
