@@ -74,12 +74,12 @@ func (cc *checkCounters) status(installed bool, now clockReading) CheckStatus {
 }
 
 // poller is one SetDataPlaneCheck's background loop. Its fields other than
-// cancel and now are guarded by Server.mu.
+// cancel and asked are guarded by Server.mu.
 type poller struct {
 	cancel context.CancelFunc
-	// now holds CheckNow's request for a run. One slot, written without
+	// asked holds CheckNow's request for a run. One slot, written without
 	// blocking, is what coalesces any number of calls into one run.
-	now      chan struct{}
+	asked    chan struct{}
 	run      uint64 // the number of the latest check started
 	inFlight bool   // check number run has started and not returned
 }
@@ -126,7 +126,7 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 		return
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	p := &poller{cancel: cancel, now: make(chan struct{}, 1)}
+	p := &poller{cancel: cancel, asked: make(chan struct{}, 1)}
 	s.poller = p
 	if !replacing {
 		s.setCheck(checkVerdict{pending: true})
@@ -150,7 +150,7 @@ func (s *Server) CheckNow() {
 		return
 	}
 	select {
-	case s.poller.now <- struct{}{}:
+	case s.poller.asked <- struct{}{}:
 	default: // a run is asked for already: this call is part of it
 	}
 }
@@ -185,7 +185,7 @@ func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticke
 		// This run serves a CheckNow made before it starts, and the
 		// next periodic one comes a full period after it.
 		select {
-		case <-p.now:
+		case <-p.asked:
 		default:
 		}
 		ticker.Reset(s.checkPeriod)
@@ -201,7 +201,7 @@ func nextRun(ctx context.Context, p *poller, ticker *time.Ticker) bool {
 	case <-ctx.Done():
 		return false
 	case <-ticker.C:
-	case <-p.now:
+	case <-p.asked:
 	}
 	return true
 }

@@ -124,7 +124,7 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // route picks the answer to a request for path (unescaped) and the counter
-// that counts it. The handler and the short path (plainAnswer) both route
+// that counts it. The handler and the short path (routePlain) both route
 // through it, so that they cannot disagree.
 func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64) {
 	resp, counter := &responseNotFound, &s.probes.other
@@ -132,7 +132,7 @@ func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64
 	case "/healthz":
 		resp, counter = &responseOK, &s.probes.liveness
 	case "/readyz":
-		v := s.answer.Load()
+		v := s.verdict.Load()
 		resp, counter = &responseReadiness[v.reason], &s.probes.readyNotReady
 		if v.reason == reasonReady {
 			counter = &s.probes.readyOK
@@ -147,10 +147,10 @@ func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64
 	return resp, counter
 }
 
-// plainAnswer is route for the listener's short path, which answers plain
+// routePlain is route for the listener's short path, which answers plain
 // probes without net/http. The conversion of a query of up to 32 bytes
 // does not allocate: it does not escape route.
-func (s *Server) plainAnswer(method, path string, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
+func (s *Server) routePlain(method, path string, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
 	resp, counter := s.route(method, path, string(rawQuery))
 	return &resp.plain, counter
 }

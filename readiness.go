@@ -58,7 +58,7 @@ func newVerdict(unmet reasonSet, err error, checkSet bool) *verdict {
 // /readyz body, its text carries detail (the last check error, the stopped
 // subsystems' names), so it is for the agent's authenticated surfaces only.
 func (s *Server) Ready() error {
-	return s.answer.Load().err
+	return s.verdict.Load().err
 }
 
 // SetRegistered latches that the node has registered with the control
@@ -113,11 +113,11 @@ func (s *Server) update() {
 	first := unmet.first()
 	err := s.detail(first)
 	checkSet := s.poller != nil
-	prev := s.answer.Load()
+	prev := s.verdict.Load()
 	if unmet == prev.unmet && checkSet == prev.checkSet && sameError(err, prev.err) {
 		return
 	}
-	s.answer.Store(newVerdict(unmet, err, checkSet))
+	s.verdict.Store(newVerdict(unmet, err, checkSet))
 	if first != prev.reason {
 		s.logReadinessChange(prev.reason, first)
 	}

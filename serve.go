@@ -81,7 +81,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	s.logAsync(slog.LevelInfo, "health: serving probes", "addr", addr, "max_conns", limit)
 	err := listener.Serve(ctx, ln, listener.Options{
 		Handler:  s.Handler(),
-		Answer:   s.plainAnswer,
+		Answer:   s.routePlain,
 		Counters: &s.conns,
 		Log:      s.logAsync,
 		Limit:    limit,

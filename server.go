@@ -16,10 +16,10 @@ import (
 type Server struct {
 	cfg Config
 
-	// answer is the verdict a probe reads. It is replaced, under mu, only
+	// verdict is what a probe reads. It is replaced, under mu, only
 	// when a latch or the poller changes it, so a probe is one atomic load:
 	// no lock, no allocation, whatever the rate of probes.
-	answer atomic.Pointer[verdict]
+	verdict atomic.Pointer[verdict]
 
 	// probes and conns are counted with atomics, outside mu, so that
 	// counting takes no lock on the probe path or in Serve.
@@ -98,7 +98,7 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 		logq:        logQueue{logger: logger},
 	}
 	unmet := s.unmet()
-	s.answer.Store(newVerdict(unmet, s.detail(unmet.first()), false))
+	s.verdict.Store(newVerdict(unmet, s.detail(unmet.first()), false))
 	return s
 }
 

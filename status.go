@@ -133,7 +133,7 @@ func (s *Server) Status() Status { return s.status(s.readClock()) }
 // status is Status at the clock reading now, which a test may step.
 func (s *Server) status(now clockReading) Status {
 	s.mu.Lock()
-	unmet := s.answer.Load().unmet
+	unmet := s.verdict.Load().unmet
 	check := s.checks.status(s.poller != nil, now)
 	stopped := slices.Clone(s.stopped)
 	watchdogs, totals := s.watchdogStatus(now)
