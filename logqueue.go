@@ -15,22 +15,24 @@ import (
 // lasts.
 const logQueueSize = 256
 
-// logQueue holds the Server's log lines between the moment they are
-// decided, under Server.mu, and the moment they are written, by a
-// goroutine of the package's own. A logger is the agent's code: its
-// handler may block (a full stderr pipe blocks write(2), a remote sink
-// hangs) or call back into the Server (a handler that adds Ready's state
-// to each line). Written under Server.mu, such a line would hold readiness
-// where it was and deadlock a handler that calls back; written by the
-// caller once the lock is released, it would still hold the caller: a
-// SetRegistered that never returns, or the Beat that ends an overdue
-// spell hanging its own loop inside the package. So no caller writes: the
-// answer is published, the line queued, and the call returns.
+// logQueue holds every line of the Server's between the call that makes it
+// and its writing by a goroutine of the queue's own. A logger is the agent's
+// code: its handler may block (a full stderr pipe blocks write(2), a remote
+// sink hangs) or call back into the Server (a handler that adds Ready's
+// state to each line). Written under Server.mu, such a line would hold
+// readiness where it was and deadlock a handler that calls back; written by
+// the caller once the lock is released, it would still hold the caller: a
+// SetRegistered that never returns, a Beat that ends an overdue spell
+// hanging its own loop, a Serve whose accepting goroutine stops, and with it
+// liveness. So no caller writes: the verdict is published, the line queued,
+// and the call returns.
 //
-// One goroutine writes at a time, in the order the lines were queued. It
-// is started when a line is queued and nobody is writing, and it ends
-// once it finds the queue empty, so a quiet Server runs none, and a
-// blocked sink holds that one goroutine, never a pile of them.
+// A line that reports a change of state is queued under Server.mu (log,
+// logLater), so that lines keep the order of the changes; Serve's and the
+// listener's are queued without it (logAsync). One goroutine writes at a
+// time, in queue order. It is started when a line is queued and nobody is
+// writing, and ends once it finds the queue empty, so a quiet Server runs
+// none, and a blocked sink holds that one goroutine, never a pile of them.
 type logQueue struct {
 	logger   *slog.Logger // NewServer's; never changed
 	mu       sync.Mutex
@@ -65,11 +67,8 @@ func (l *laterLine) complete(args ...any) {
 
 // log queues a line at level with the given attributes, as
 // slog.Logger.Log would write it, with the time and the source of this
-// call rather than of the write. When the queue is full, the oldest line
-// is dropped and counted, so that after a long block the log ends on the
-// latest state, and says how many lines it lost and where. s.mu must be
-// held, so that lines are queued in the order of the changes they report;
-// release it with s.unlock, which has them written.
+// call rather than of the write. s.mu must be held; release it with
+// s.unlock, which has the line written.
 func (s *Server) log(level slog.Level, msg string, args ...any) {
 	s.logq.add(logLine{record: newRecord(level, msg, args)})
 }
@@ -83,6 +82,19 @@ func (s *Server) logLater(level slog.Level, msg string, args ...any) *laterLine 
 	return l
 }
 
+// logAsync queues a line made without s.mu (Listen's, Serve's and the
+// listener's) and has it written. It is the listener's LogFunc.
+func (s *Server) logAsync(level slog.Level, msg string, args ...any) {
+	s.logq.add(logLine{record: newRecord(level, msg, args)})
+	s.logq.flushInBackground()
+}
+
+// unlock releases s.mu and has the lines queued under it written.
+func (s *Server) unlock() {
+	s.mu.Unlock()
+	s.logq.flushInBackground()
+}
+
 // newRecord makes the record of a line, as slog.Logger.Log would, with the
 // time of the call and the source of the package's function that logs.
 func newRecord(level slog.Level, msg string, args []any) slog.Record {
@@ -93,7 +105,9 @@ func newRecord(level slog.Level, msg string, args []any) slog.Record {
 	return r
 }
 
-// add adds a line to the queue, dropping the oldest when it is full.
+// add adds a line to the queue. When the queue is full, the oldest line is
+// dropped and counted, so that after a long block the log ends on the
+// latest state, and says how many lines it lost and where.
 func (q *logQueue) add(line logLine) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -115,13 +129,6 @@ func (q *logQueue) pop() logLine {
 	return line
 }
 
-// unlock releases s.mu and has the lines queued under it written by the
-// log's own goroutine: the caller never waits for the sink.
-func (s *Server) unlock() {
-	s.mu.Unlock()
-	s.logq.flushInBackground()
-}
-
 // flushInBackground has the queued lines written by a goroutine of its
 // own, started only when there is a line to write and nobody writing. It
 // claims the writing before it starts the goroutine, so that callers that
@@ -138,10 +145,9 @@ func (q *logQueue) flushInBackground() {
 
 // flushDetached writes the queued lines on a goroutine of the queue's own,
 // the writing already claimed for it. There a handler's panic would reach
-// no caller that could recover it and would end the process, and with it
-// the node's data plane: so the line it panicked on is dropped, and the
-// lines after it are written, unless another goroutine has taken the
-// writing on meanwhile.
+// no caller that could recover it and would end the agent's process: so
+// the line it panicked on is dropped, and the lines after it are written,
+// unless another goroutine has taken the writing on meanwhile.
 func (q *logQueue) flushDetached() {
 	for q.writeRecovering() && q.claimFlush() {
 	}
@@ -210,15 +216,4 @@ func (q *logQueue) handle(r slog.Record) {
 	if h.Enabled(ctx, r.Level) {
 		_ = h.Handle(ctx, r)
 	}
-}
-
-// logAsync queues a line decided outside s.mu, Serve's above all (its
-// start and stop, the flood and out-of-descriptor warnings of the
-// goroutine that accepts connections), and has the log's own goroutine
-// write it, as every line is. With stderr blocked, a Serve that wrote its
-// lines would not start serving, or Accept would stop, the kubelet's
-// liveness probe would fail, and the restart runs the drain path.
-func (s *Server) logAsync(level slog.Level, msg string, args ...any) {
-	s.logq.add(logLine{record: newRecord(level, msg, args)})
-	s.logq.flushInBackground()
 }

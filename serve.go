@@ -10,11 +10,8 @@ import (
 	"github.com/meshnode/health/internal/listener"
 )
 
-// Listen binds the configured address (Config.Listen) over TCP, so that
-// the agent can fail fast on an address in use before it registers. It
-// returns (nil, nil) when the config is disabled. A bind to anything but
-// loopback is logged once as a warning, because the endpoints are
-// unauthenticated.
+// Listen binds Config.Listen over TCP, to fail fast on an address in use;
+// (nil, nil) when disabled. A bind beyond loopback is logged as a warning.
 func (s *Server) Listen() (net.Listener, error) {
 	if !s.cfg.IsEnabled() {
 		return nil, nil
@@ -51,20 +48,17 @@ func (e *addrInUseError) Error() string {
 
 func (e *addrInUseError) Unwrap() error { return e.err }
 
-// Serve serves Handler on ln until ctx is done, then shuts down within 5 s
-// and returns nil; it returns an error only when ln fails on its own. It
-// takes ownership of ln, and logs a line when it starts and one when it
-// stops, which may be written just after it returns. A nil ln is an error
-// unless the config is disabled; a non-nil one is served even then.
+// Serve serves Handler on ln, which it owns, until ctx is done, then shuts
+// down within 5 s and returns nil, or an error when ln fails on its own. It
+// returns once every connection and goroutine of its own has ended; its log
+// lines go through the Server's queue (NewServer), so the last may follow.
+// A nil ln is an error unless the config is disabled (a non-nil one is
+// served even then).
 //
-// Anything that can reach the port can use it, so no local client can cost
-// the kubelet its probe: on Linux a connection waits for its whole request
-// header without a goroutine (4,096 at most, the one that waited longest
-// closed to make room; 2 s each), and a plain GET or HEAD of /healthz or
-// /readyz is answered at once with the bytes net/http would write. Other
-// requests go to net/http, which holds at most 256 (a quarter of the soft
-// descriptor limit), never reads a body, and refuses headers over 4 KiB or
-// 64 lines. Elsewhere net/http's slots hold what waits, evicted oldest first.
+// Serve bounds each connection's time, header (4 KiB) and requests (one),
+// and how many it holds (a quarter of the soft descriptor limit, at most
+// 256), closing the oldest without a request to make room, so that no local
+// client can cost the kubelet its probe.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
