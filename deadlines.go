@@ -78,10 +78,7 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		if w.late || w.timeout == 0 || now < w.deadline() {
 			continue
 		}
-		// met is cleared before last is read again, as a Beat stores
-		// last before it reads met: either this read sees the Beat's
-		// store, and the watchdog stays met, or the Beat sees met
-		// cleared and waits for the lock to restore it.
+		// Clear met, then read last again: see Watchdog.met.
 		wasMet := w.met.Swap(false)
 		if now < w.deadline() {
 			w.met.Store(wasMet)

@@ -35,17 +35,15 @@ const stackCut = "\n...the rest is cut: the stack is longer than 16 KiB"
 const stackCutDump = "\n...the rest is cut: the dump of every stack ended inside this one"
 
 // maxDumpGoroutines is the most goroutines a deadline dumps: the pause
-// grows with their number (about 20 µs each in docs/performance.md, so
-// some 0.4 s at this bound), and a process with more is likely one whose
-// goroutines pile up behind the very lock the loop hangs on, where a
-// pause of seconds would cost the node its probes on top. Past it the
-// stack says so instead.
+// grows with their number (docs/performance.md measures it), and a process
+// with more is likely one whose goroutines pile up behind the very lock the
+// loop hangs on, where a pause of seconds would cost the node its probes on
+// top. Past it the stack says so instead.
 const maxDumpGoroutines = 20_000
 
 // dumpPerGoroutine sizes a first dump's buffer: a goroutine of an agent
 // prints in one or two KiB. Too small a guess costs another stop of the
-// world (from 64 KiB, 10,000 goroutines took nine, 1.7 s in all), too big
-// one only memory, for a moment.
+// world for every doubling, too big a one only memory, for a moment.
 const dumpPerGoroutine = 2 << 10
 
 // maxDump bounds the buffer that takes every goroutine's stack. The
@@ -58,10 +56,8 @@ const maxDump = 64 << 20
 var dumpHint atomic.Int64
 
 // goroutineID returns the id of the calling goroutine, as the header of
-// its stack gives it. It costs a walk of the caller's stack (a few
-// microseconds), so only a Beat that makes its watchdog met calls it: the
-// first one, and the first after a deadline. A Beat on a met watchdog
-// records nothing, and stays free of locks and allocations.
+// its stack gives it. It costs a walk of the caller's stack, so only a
+// Beat that makes its watchdog met calls it (see Watchdog.goid).
 func goroutineID() uint64 {
 	var buf [64]byte // "goroutine 18446744073709551615 [" fits
 	n := runtime.Stack(buf[:], false)
@@ -95,11 +91,10 @@ func headerID(stack []byte) uint64 {
 // goroutines, a text saying it was not taken.
 //
 // It takes every goroutine's stack in one dump, which stops the world for
-// as long as the runtime takes to print them all (docs/performance.md
-// measures it with 10,000), so the deadline timer calls it once per
-// deadline, for every watchdog that passed one at that moment, and never
-// under the Server's lock. The dump is dropped before it returns; the
-// stacks are copies.
+// as long as the runtime takes to print them all, so the deadline timer
+// calls it once per deadline, for every watchdog that passed one at that
+// moment, and never under the Server's lock. The dump is dropped before
+// it returns; the stacks are copies.
 func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[uint64]string {
 	stacks := make(map[uint64]string, len(ids))
 	need := 0
