@@ -8,11 +8,9 @@ import (
 	"time"
 )
 
-// Duration is a watchdog's timeout in the agent's configuration
-// (Config.Watchdogs), read and written as a Go duration string: "90s",
-// "10m", "1h30m", and "0" or "0s" for none. Its text methods serve both
-// gopkg.in/yaml.v3 and encoding/json, so the package imports neither
-// yaml nor anything else outside the standard library.
+// Duration is a timeout in Config.Watchdogs, read and written as a Go
+// duration string ("90s", "10m", 0 for none) by gopkg.in/yaml.v3 and
+// encoding/json alike: the package imports no yaml.
 type Duration time.Duration
 
 // MarshalText writes d as time.Duration.String does: "10m0s".
@@ -20,10 +18,8 @@ func (d Duration) MarshalText() ([]byte, error) {
 	return []byte(time.Duration(d).String()), nil
 }
 
-// UnmarshalText reads a Go duration string. Anything else is an error
-// that quotes it, so that a bare number ("600", which means no unit) or a
-// typo is refused at decode rather than guessed at. A negative duration
-// decodes; Validate refuses it.
+// UnmarshalText reads a Go duration string; anything else, such as "600",
+// is an error quoting it. Validate, not it, refuses a negative one.
 func (d *Duration) UnmarshalText(text []byte) error {
 	v, err := time.ParseDuration(string(text))
 	if err != nil {
@@ -34,15 +30,14 @@ func (d *Duration) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// UnmarshalJSON is there, beside UnmarshalText, because encoding/json
-// alone would give a number a type error that does not quote it, and a
-// null the zero Duration, which disables the watchdog: a null (a YAML key
-// left empty, through sigs.k8s.io/yaml) would switch hang detection off
-// without a word. So a string is read as UnmarshalText reads it, a null is
-// refused, and any other value is read by its JSON text, which takes the 0
-// that sigs.k8s.io/yaml makes of "reconcile: 0" and refuses the rest,
-// quoted.
+// UnmarshalJSON reads a string as UnmarshalText does, and the number 0. It
+// refuses null, which encoding/json would make 0, disabling the watchdog.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	// Without it encoding/json would give a number a type error that does
+	// not quote it, and a null (a YAML key left empty, through
+	// sigs.k8s.io/yaml) the zero Duration, switching hang detection off
+	// without a word. A number is read by its text, which takes the 0
+	// that sigs.k8s.io/yaml makes of "reconcile: 0".
 	text := string(b)
 	switch {
 	case text == "null":
@@ -56,16 +51,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return d.UnmarshalText([]byte(text))
 }
 
-// UnmarshalYAML is the older form of gopkg.in/yaml.v3's Unmarshaler,
-// which yaml.v3 still honours and which needs no import of yaml. It is
-// there for one reason: yaml.v3 gives a key with no value ("reconcile:"
-// or "reconcile: ~") the zero Duration without asking Duration, and so
-// would disable that watchdog on a slip of the pen. Decoded through it, a
-// watchdog with no value is an error naming it; everything else decodes
-// as yaml.v3 decodes Config without it (TestConfigUnmarshalYAMLAsWithout):
-// KnownFields and its errors, fields left out keeping their values, a
-// null resetting Enabled and Watchdogs and leaving Listen as it was.
+// UnmarshalYAML decodes as yaml.v3 would without it, except that a watchdog
+// with no value ("reconcile:"), which would mean 0, is an error.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
+	// "As yaml.v3 would" is exact (TestConfigUnmarshalYAMLAsWithout):
+	// KnownFields and its errors, fields left out keeping their values, a
+	// null resetting Enabled and Watchdogs and leaving Listen as it was.
+	//
 	// The document's shape, with pointers where a value left out must be
 	// told from the zero value. It is named Config, as the type it
 	// stands for, because yaml.v3's errors name it: "field watchdog not
