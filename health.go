@@ -22,7 +22,7 @@ import (
 const DefaultListen = "127.0.0.1:9101"
 
 // The reasons readiness can fail, in /readyz's order; each one's text ends
-// its /readyz body. Server.Ready's errors wrap them: test with [errors.Is].
+// its /readyz body. [Server.Ready]'s errors wrap them: test with [errors.Is].
 var (
 	ErrRegistrationPending   = errors.New("registration pending")
 	ErrDataPlanePending      = errors.New("data plane not configured")
