@@ -1,26 +1,10 @@
 package health
 
-// Changed returns a channel that is closed at the next change of the set of
-// unmet conditions (Status().Unmet), so that the agent can act the moment
-// readiness moves rather than poll it: remove the node's startup taint on
-// the first ready, say. A change made after Changed returns is never
-// missed, so this loop wakes after every change and always ends on the
-// current state; changes faster than it reads coalesce:
-//
-//	for {
-//		ch := srv.Changed()
-//		err := srv.Ready()
-//		// act on err
-//		<-ch // or a select with the agent's ctx
-//	}
-//
-// A change of Ready's detail alone (another subsystem's name, another
-// check error) is no change of the set. One wake comes without a change:
-// when a deadline's stack reaches Status, a moment after the deadline's
-// change (WatchdogStatus.Stack), so that a loop that shows Status on each
-// wake shows where the loop is stuck; a loop like the one above takes it
-// in its stride. Every caller between two changes
-// gets the same channel; probes never touch it, so it never slows one.
+// Changed returns a channel closed at the next change of Status().Unmet, the
+// set of unmet conditions (not of Ready's detail). A change after the call
+// is never missed, so a loop of ch := s.Changed(); act on s.Ready(); <-ch
+// wakes after every change and ends on the current state; once more when a
+// deadline's stack reaches Status. Probes never touch it.
 func (s *Server) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()

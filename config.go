@@ -9,76 +9,38 @@ import (
 	"strings"
 )
 
-// Config is the health block of the agent's configuration. It carries json
-// tags as well as yaml ones, so that a JSON config, or YAML read through
-// sigs.k8s.io/yaml (which goes through JSON), uses the same lower-case
-// keys.
+// Config is the health block of the agent's configuration. Its json keys
+// are its yaml ones, for JSON and sigs.k8s.io/yaml.
 type Config struct {
-	// Enabled is a pointer so that an omitted field (nil) means the
-	// default, true, and only an explicit "enabled: false" turns the
-	// listener off: a kubelet probing a port nobody listens on would
-	// restart the agent.
+	// Enabled nil means true: only an explicit false turns the listener
+	// off. gopkg.in/yaml.v3 also reads no, off and n as false.
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
-	// Listen is the host:port to bind, DefaultListen when empty; Validate
-	// says which hosts it takes. An empty host binds every interface,
-	// which exposes the unauthenticated endpoints to the network; it is
-	// allowed as an explicit opt-in.
+	// Listen is the host:port to bind, DefaultListen when empty.
 	Listen string `yaml:"listen" json:"listen,omitempty"`
 	// Watchdogs maps a name given to Server.Watch to a timeout that
-	// replaces the code's, so that the operator can raise the timeout of
-	// a loop that is legitimately slow on this node, or switch its
-	// watchdog off with 0, without a release: watchdogs fire falsely far
-	// more often than loops really hang. A name not in the map keeps the
-	// code's timeout. In YAML or JSON each timeout is a Go duration
-	// string (see Duration):
-	//
-	//	health:
-	//	  watchdogs:
-	//	    reconcile: 10m # a big cluster's reconcile is slow here
-	//	    peer-watch: 0  # off until the fix ships
+	// replaces the code's; 0 disables that watchdog.
 	Watchdogs map[string]Duration `yaml:"watchdogs" json:"watchdogs,omitempty"`
 }
 
 // ApplyDefaults fills the zero-valued fields. It leaves Enabled nil, so that
-// a config written back out still says "not set" rather than an explicit
-// true.
+// a config written back out still says "not set".
 func (c *Config) ApplyDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
 }
 
-// IsEnabled reports whether the listener should run: true unless Enabled is
-// an explicit false.
+// IsEnabled reports whether Enabled is not an explicit false.
 func (c *Config) IsEnabled() bool {
 	return c.Enabled == nil || *c.Enabled
 }
 
-// Validate reports the first bad field, naming the field and quoting the
-// value. It checks Listen even when the config is disabled, so that a typo
-// surfaces the day it is written rather than the day the listener is turned
-// back on. Call ApplyDefaults first: an empty Listen is an error here.
-//
-// Listen is host:port with a port from 0 to 65535. The host is empty (every
-// interface, an explicit opt-in: ":9101"), an IP address (an IPv6 one in
-// brackets, with or without a zone: "[::1]:9101", "[fe80::1%eth0]:9101"), or
-// a host name made of RFC 1123 labels: "localhost", "node-1.example". Empty
-// brackets ("[]:9101") are refused, although net.Listen would read them as
-// every interface: that opt-in is written ":9101", never by accident.
-//
-// A zone is an interface's name or index, 1 to 15 letters, digits, dots,
-// underscores or hyphens: the names Linux and the BSDs give interfaces fit
-// (IFNAMSIZ is 16 with the NUL), and on Windows, whose interface names
-// hold spaces, the index does. A host name that is numbers in C's
-// notation ("0x7f000001", "0x7f.0x1", "0x0") is refused: the C library's
-// resolver, which Go uses on some systems, reads it as an IPv4 address
-// ("0x0" is every interface), where Go's own reads a name.
-//
-// Watchdogs is checked once Listen passes: a name that is empty or holds a
-// byte outside printable ASCII (the space is fine), or a timeout that is
-// negative or under a second (a slip for minutes: each deadline stops the
-// world to dump stacks), is an error that names the field and quotes the
-// name.
+// Validate reports the first bad field, naming it and quoting the value;
+// call ApplyDefaults first. Listen, checked even when disabled, is host:port:
+// the port a number to 65535, the host empty (every interface), an IP
+// address ("[fe80::1%eth0]:9101") or RFC 1123 labels, never "[]", a trailing
+// dot, a byte outside printable ASCII or C's "0x7f.1". Watchdogs refuses an
+// empty name, a byte outside printable ASCII, a negative timeout or one under 1 s.
 func (c *Config) Validate() error {
 	if err := c.validateListen(); err != nil {
 		return err
@@ -86,7 +48,8 @@ func (c *Config) Validate() error {
 	return c.validateWatchdogs()
 }
 
-// validateListen is Validate's part for Listen.
+// validateListen is Validate's part for Listen; the functions after it say
+// why each form of host it refuses is refused.
 func (c *Config) validateListen() error {
 	if c.Listen == "" {
 		return fmt.Errorf("health: listen is empty: call ApplyDefaults before Validate to get DefaultListen (%q), or set host:port", DefaultListen)
@@ -105,11 +68,16 @@ func (c *Config) validateListen() error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("health: listen %q: port %q is not a number from 0 to 65535", c.Listen, port)
 	}
-	if !isPrintableASCII(host) {
+	// Checked before the host is parsed, because netip.ParseAddr accepts
+	// any byte in an IPv6 zone, a newline or a NUL included, and such a
+	// host would reach the log and the resolver as it is.
+	if !allBytes(host, isGraphic) {
 		return fmt.Errorf("health: listen %q: host %q holds a space or a byte outside printable ASCII", c.Listen, host)
 	}
 	// SplitHostPort takes the brackets off, and lets them hold anything,
-	// nothing included.
+	// nothing included. Empty ones are refused although net.Listen reads
+	// them as every interface: that opt-in is written ":9101", never by
+	// accident.
 	if strings.HasPrefix(c.Listen, "[") {
 		if host == "" {
 			return fmt.Errorf("health: listen %q: empty brackets; to listen on every interface, write %q", c.Listen, ":"+port)
@@ -131,20 +99,6 @@ func (c *Config) validateListen() error {
 		return fmt.Errorf("health: listen %q: host %q is neither an IP address nor a host name: %s", c.Listen, host, why)
 	}
 	return nil
-}
-
-// isPrintableASCII reports whether every byte of host is printable ASCII
-// other than the space (0x21 to 0x7e). It is checked before the host is
-// parsed because netip.ParseAddr accepts any byte in an IPv6 zone, a
-// newline or a NUL included, and such a host would reach the log and the
-// resolver as it is.
-func isPrintableASCII(host string) bool {
-	for i := 0; i < len(host); i++ {
-		if b := host[i]; b < 0x21 || b > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 func isIPLiteral(host string) bool {
@@ -184,7 +138,7 @@ func hostNameFault(host string) string {
 			}
 		}
 	}
-	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" {
+	if last := labels[len(labels)-1]; allBytes(last, isDigit) {
 		return fmt.Sprintf("its last label %q is all digits, which only an IP address has", last)
 	}
 	if isInetAtonForm(labels) {
@@ -206,11 +160,11 @@ func isInetAtonForm(labels []string) bool {
 		return false
 	}
 	for _, label := range labels {
-		digits, of := label, "0123456789"
+		digits, of := label, isDigit
 		if len(label) >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X') {
-			digits, of = label[2:], "0123456789abcdefABCDEF"
+			digits, of = label[2:], isHex
 		}
-		if strings.Trim(digits, of) != "" {
+		if !allBytes(digits, of) {
 			return false
 		}
 	}
@@ -224,20 +178,15 @@ const maxZoneLen = 15
 // isZone reports whether zone can name an interface, by name or index, on
 // every system Go listens on: 1 to maxZoneLen letters, digits, dots,
 // underscores and hyphens, and not "." or "..", which Linux refuses as
-// names. A zone net.Listen cannot resolve ("eth0%eth1", "a/b") would
-// otherwise pass Validate and fail only at Listen, or on another node.
+// names. Linux's and the BSDs' interface names fit; on Windows, whose
+// names hold spaces, the index does. A zone net.Listen cannot resolve
+// ("eth0%eth1", "a/b") would otherwise pass Validate and fail only at
+// Listen, or on another node.
 func isZone(zone string) bool {
 	if len(zone) == 0 || len(zone) > maxZoneLen || zone == "." || zone == ".." {
 		return false
 	}
-	for i := 0; i < len(zone); i++ {
-		if b := zone[i]; !isLetterOrDigit(b) && b != '.' && b != '_' && b != '-' {
-			return false
-		}
-	}
-	return true
+	return allBytes(zone, isZoneByte)
 }
 
-func isLetterOrDigit(b byte) bool {
-	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
-}
+func isZoneByte(b byte) bool { return isLetterOrDigit(b) || b == '.' || b == '_' || b == '-' }

@@ -22,8 +22,8 @@ func (s *Server) stallBound() time.Duration { return stallPeriods * s.checkPerio
 
 // checkVerdict is the data-plane check's contribution to readiness. The zero
 // value is "no check set": readiness rests on the latches alone. Setting a
-// check makes it pending, because a check that has not returned has given
-// no evidence that the data plane works (readiness row 3).
+// check makes it pending (ErrDataPlaneCheckPending): a check that has not
+// returned has given no evidence that the data plane works.
 type checkVerdict struct {
 	pending bool  // a check is set and none has returned or stalled yet
 	err     error // the last check's error; nil when it passed or none returned yet
@@ -37,8 +37,7 @@ type checkVerdict struct {
 type checkCounters struct {
 	runs, failures, panics, stalls uint64
 	lastDuration                   time.Duration
-	returned                       bool          // a check has returned
-	lastReturned                   time.Duration // when, since Server.epoch
+	lastReturned                   time.Duration // when the last returned, since Server.epoch (once runs > 0)
 	lastErr                        error
 }
 
@@ -53,7 +52,6 @@ func (cc *checkCounters) record(err error, duration, returned time.Duration) {
 		cc.panics++
 	}
 	cc.lastDuration = duration
-	cc.returned = true
 	cc.lastReturned = returned
 	cc.lastErr = err
 }
@@ -69,51 +67,34 @@ func (cc *checkCounters) status(installed bool, now clockReading) CheckStatus {
 		LastDuration: cc.lastDuration,
 		LastError:    cc.lastErr,
 	}
-	if cc.returned {
+	if cc.runs > 0 {
 		st.LastReturned = now.at(cc.lastReturned)
 	}
 	return st
 }
 
 // poller is one SetDataPlaneCheck's background loop. Its fields other than
-// cancel and now are guarded by Server.mu.
+// cancel and asked are guarded by Server.mu.
 type poller struct {
 	cancel context.CancelFunc
-	// now holds CheckNow's request for a run. One slot, written without
+	// asked holds CheckNow's request for a run. One slot, written without
 	// blocking, is what coalesces any number of calls into one run.
-	now      chan struct{}
+	asked    chan struct{}
 	run      uint64 // the number of the latest check started
 	inFlight bool   // check number run has started and not returned
 }
 
-// SetDataPlaneCheck runs fn at once in a background goroutine, then every
-// 5 s until ctx is done, and feeds each result into readiness; a probe only
-// reads the last verdict, so fn never runs in the request path, however
-// many probes arrive. A check that overruns the period is followed at once
-// by the next, never overlapped; one that has not returned after three
-// periods makes readiness report a stall until it does.
+// SetDataPlaneCheck runs fn in a background goroutine (the poller) at once,
+// then every 5 s until ctx (nil: Background) is done; probes read only the
+// last verdict. Runs never overlap, one running past three periods makes
+// readiness report ErrDataPlaneStalled, and until one returns it reports
+// ErrDataPlaneCheckPending: so set the check before SetDataPlaneReady.
 //
-// Readiness needs evidence: from this call until the first check returns
-// (or stalls), /readyz answers "data plane check pending" and Ready
-// returns ErrDataPlaneCheckPending, whatever the latches say. So an agent
-// that uses a check sets it before SetDataPlaneReady: the node then goes
-// from "data plane not configured" to "data plane check pending" to ready,
-// and never answers 200 on the latch alone while its first check runs.
-//
-// A second call replaces the first: the earlier poller stops and its
-// results, even one still in flight, are discarded. The earlier verdict
-// (a pass, a failure, a stall, or still pending) stands until the new
-// fn's first result, so a replacement cannot make the node ready for a
-// moment on no evidence. A nil fn stops any poller and drops the verdict,
-// returning to latch-only readiness.
-//
-// A panic in fn is recovered and counts as a failed check whose error
-// carries the panic value and stack; so does a call of runtime.Goexit in
-// fn (t.FailNow in a check, say), and the poller goes on. When ctx is done
-// the poller exits as soon as any running fn returns, and the last verdict
-// stays; if no check has returned by then, the check stays pending for
-// good, because a check that can no longer run cannot vouch for the data
-// plane. A nil ctx means context.Background().
+// A second call replaces the first, discarding its results; its verdict
+// stands until the new fn's first. A nil fn stops the poller and drops the
+// verdict. A panic or runtime.Goexit in fn is a failed check, logged with
+// its stack. Once ctx is done the poller exits as soon as fn returns, and
+// the verdict stays (pending, if none returned).
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
@@ -128,7 +109,7 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 		return
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	p := &poller{cancel: cancel, now: make(chan struct{}, 1)}
+	p := &poller{cancel: cancel, asked: make(chan struct{}, 1)}
 	s.poller = p
 	if !replacing {
 		s.setCheck(checkVerdict{pending: true})
@@ -136,15 +117,11 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	go s.poll(pctx, p, fn)
 }
 
-// CheckNow asks the poller to run the data-plane check at once rather than
-// at the next period: the agent calls it when it learns that the data
-// plane changed (its netlink watch saw the WireGuard link go down, say), so
-// that readiness follows in milliseconds rather than up to 5 s later. It
-// never waits for the check and never runs it in the caller's goroutine.
-// While a check runs, one more runs as soon as it returns, and any number
-// of calls in between coalesce into that one; the next periodic run comes
-// a full period after the run CheckNow caused, not on the old schedule.
-// Without a check set, or once the check's ctx is done, it does nothing.
+// CheckNow asks the poller to run the check now, for when the agent sees the
+// data plane change; it never waits for the check. Calls during a run
+// coalesce into one run after it, and the next periodic run comes a full
+// period after that. Without a check, or once its ctx is done, it does
+// nothing.
 func (s *Server) CheckNow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,7 +129,7 @@ func (s *Server) CheckNow() {
 		return
 	}
 	select {
-	case s.poller.now <- struct{}{}:
+	case s.poller.asked <- struct{}{}:
 	default: // a run is asked for already: this call is part of it
 	}
 }
@@ -187,7 +164,7 @@ func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticke
 		// This run serves a CheckNow made before it starts, and the
 		// next periodic one comes a full period after it.
 		select {
-		case <-p.now:
+		case <-p.asked:
 		default:
 		}
 		ticker.Reset(s.checkPeriod)
@@ -203,7 +180,7 @@ func nextRun(ctx context.Context, p *poller, ticker *time.Ticker) bool {
 	case <-ctx.Done():
 		return false
 	case <-ticker.C:
-	case <-p.now:
+	case <-p.asked:
 	}
 	return true
 }
@@ -289,8 +266,7 @@ func (s *Server) setCheck(next checkVerdict) {
 }
 
 // checkPanic is a panic recovered from the check, kept as an error so that
-// it counts as a failed check: unrecovered, it would kill the agent, and the
-// restart runs the drain path.
+// it counts as a failed check rather than ending the agent's process.
 type checkPanic struct {
 	value any
 	stack []byte

@@ -452,14 +452,14 @@ func TestCheckNow(t *testing.T) {
 		waitCalls(t, calls, 2) // the one run the calls added
 		s.mu.Lock()
 		p := s.poller
-		assert.Zero(t, len(p.now), "no further run asked for while the second runs")
+		assert.Zero(t, len(p.asked), "no further run asked for while the second runs")
 		s.mu.Unlock()
 		close(releases[1])
 		eventually(t, func() bool { return s.Status().Check.Runs == 2 }, "the second run's result")
 		// Only a tick, an hour away, or a CheckNow can start a third.
 		s.mu.Lock()
 		assert.Equal(t, uint64(2), p.run)
-		assert.Zero(t, len(p.now))
+		assert.Zero(t, len(p.asked))
 		s.mu.Unlock()
 		assert.Empty(t, calls)
 	})

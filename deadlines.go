@@ -73,16 +73,12 @@ func (s *Server) deadlinesPassed(gen uint64) {
 	}
 	s.watch.timer = nil // this one has fired; armed again below
 	var due []passed
-	var ids []uint64
 	now := s.sinceEpoch()
 	for _, w := range s.watch.list {
 		if w.late || w.timeout == 0 || now < w.deadline() {
 			continue
 		}
-		// met is cleared before last is read again, as a Beat stores
-		// last before it reads met: either this read sees the Beat's
-		// store, and the watchdog stays met, or the Beat sees met
-		// cleared and waits for the lock to restore it.
+		// Clear met, then read last again: see Watchdog.met.
 		wasMet := w.met.Swap(false)
 		if now < w.deadline() {
 			w.met.Store(wasMet)
@@ -93,7 +89,6 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		w.timeouts++
 		line := s.logLater(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
 		due = append(due, passed{w, w.goid, w.timeouts, line})
-		ids = append(ids, w.goid)
 	}
 	s.watchDeadlines()
 	s.update()

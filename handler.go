@@ -77,24 +77,13 @@ func readinessResponses() [reasonReady + 1]response {
 	return rs
 }
 
-// Handler returns the probe handler: GET or HEAD on /healthz and /readyz.
-// Paths match the request's bytes exactly: "/healthz/", "//healthz",
-// "/./healthz" and a percent-encoded "/%68ealthz" are 404, never a redirect
-// (a redirect would echo the request back, and a kubelet would follow it).
-//
-// The query string is ignored, but for the key "verbose" on /readyz, with
-// or without a value, as url.ParseQuery reads the query (so "?verbose",
-// "?verbose=1", "?x=1&verbose" and "?verb%6Fse" count; "?verbosex",
-// "?x=verbose" and "?verbose;x" do not). It asks for the Kubernetes API
-// server's verbose format, for a person debugging a node with curl: one
-// line per condition, "[+]name ok" or "[-]name failed: " and the first
-// unmet row's text, then "readyz check passed" or "readyz check failed".
-// The status and headers are those of plain /readyz, and the words are
-// constants too. /healthz ignores the query.
-//
-// The handler takes no lock, logs nothing and allocates nothing, verbose or
-// not: both answers are built when readiness changes, and each answer is
-// counted for Status with an atomic.
+// Handler returns the probe handler: GET or HEAD of /healthz and /readyz,
+// 405 for another method there, 404 for any other path, matched exactly
+// (never a redirect). On /readyz a query key "verbose" asks for the
+// Kubernetes API server's verbose body, with plain /readyz's status: a line
+// "[+]name ok" or "[-]name failed: reason" per condition, then "readyz
+// check passed" or "readyz check failed". It takes no lock, logs nothing and
+// allocates nothing.
 func (s *Server) Handler() http.Handler { return probeHandler{s} }
 
 type probeHandler struct{ s *Server }
@@ -124,7 +113,7 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // route picks the answer to a request for path (unescaped) and the counter
-// that counts it. The handler and the short path (plainAnswer) both route
+// that counts it. The handler and the short path (routePlain) both route
 // through it, so that they cannot disagree.
 func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64) {
 	resp, counter := &responseNotFound, &s.probes.other
@@ -132,7 +121,7 @@ func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64
 	case "/healthz":
 		resp, counter = &responseOK, &s.probes.liveness
 	case "/readyz":
-		v := s.answer.Load()
+		v := s.verdict.Load()
 		resp, counter = &responseReadiness[v.reason], &s.probes.readyNotReady
 		if v.reason == reasonReady {
 			counter = &s.probes.readyOK
@@ -147,10 +136,10 @@ func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64
 	return resp, counter
 }
 
-// plainAnswer is route for the listener's short path, which answers plain
+// routePlain is route for the listener's short path, which answers plain
 // probes without net/http. The conversion of a query of up to 32 bytes
 // does not allocate: it does not escape route.
-func (s *Server) plainAnswer(method, path string, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
+func (s *Server) routePlain(method, path string, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
 	resp, counter := s.route(method, path, string(rawQuery))
 	return &resp.plain, counter
 }

@@ -15,23 +15,26 @@ import (
 // lasts.
 const logQueueSize = 256
 
-// logQueue holds the Server's log lines between the moment they are
-// decided, under Server.mu, and the moment they are written, by a
-// goroutine of the package's own. A logger is the agent's code: its
-// handler may block (a full stderr pipe blocks write(2), a remote sink
-// hangs) or call back into the Server (a handler that adds Ready's state
-// to each line). Written under Server.mu, such a line would hold readiness
-// where it was and deadlock a handler that calls back; written by the
-// caller once the lock is released, it would still hold the caller: a
-// SetRegistered that never returns, or the Beat that ends an overdue
-// spell hanging its own loop inside the package. So no caller writes: the
-// answer is published, the line queued, and the call returns.
+// logQueue holds every line of the Server's between the call that makes it
+// and its writing by a goroutine of the queue's own. A logger is the agent's
+// code: its handler may block (a full stderr pipe blocks write(2), a remote
+// sink hangs) or call back into the Server (a handler that adds Ready's
+// state to each line). Written under Server.mu, such a line would hold
+// readiness where it was and deadlock a handler that calls back; written by
+// the caller once the lock is released, it would still hold the caller: a
+// SetRegistered that never returns, a Beat that ends an overdue spell
+// hanging its own loop, a Serve whose accepting goroutine stops, and with it
+// liveness. So no caller writes: the verdict is published, the line queued,
+// and the call returns.
 //
-// One goroutine writes at a time, in the order the lines were queued. It
-// is started when a line is queued and nobody is writing, and it ends
-// once it finds the queue empty, so a quiet Server runs none, and a
-// blocked sink holds that one goroutine, never a pile of them.
+// A line that reports a change of state is queued under Server.mu (log,
+// logLater), so that lines keep the order of the changes; Serve's and the
+// listener's are queued without it (logAsync). One goroutine writes at a
+// time, in queue order. It is started when a line is queued and nobody is
+// writing, and ends once it finds the queue empty, so a quiet Server runs
+// none, and a blocked sink holds that one goroutine, never a pile of them.
 type logQueue struct {
+	logger   *slog.Logger // NewServer's; never changed
 	mu       sync.Mutex
 	lines    []logLine // oldest first
 	flushing bool      // a goroutine is writing the queue's lines
@@ -64,13 +67,10 @@ func (l *laterLine) complete(args ...any) {
 
 // log queues a line at level with the given attributes, as
 // slog.Logger.Log would write it, with the time and the source of this
-// call rather than of the write. When the queue is full, the oldest line
-// is dropped and counted, so that after a long block the log ends on the
-// latest state, and says how many lines it lost and where. s.mu must be
-// held, so that lines are queued in the order of the changes they report;
-// release it with s.unlock, which has them written.
+// call rather than of the write. s.mu must be held; release it with
+// s.unlock, which has the line written.
 func (s *Server) log(level slog.Level, msg string, args ...any) {
-	s.queue(logLine{record: newRecord(level, msg, args)})
+	s.logq.add(logLine{record: newRecord(level, msg, args)})
 }
 
 // logLater queues a line as log does, to be written once its complete is
@@ -78,8 +78,21 @@ func (s *Server) log(level slog.Level, msg string, args ...any) {
 // The caller must call complete, soon: until then nothing is written.
 func (s *Server) logLater(level slog.Level, msg string, args ...any) *laterLine {
 	l := &laterLine{record: newRecord(level, msg, args), done: make(chan struct{})}
-	s.queue(logLine{later: l})
+	s.logq.add(logLine{later: l})
 	return l
+}
+
+// logAsync queues a line made without s.mu (Listen's, Serve's and the
+// listener's) and has it written. It is the listener's LogFunc.
+func (s *Server) logAsync(level slog.Level, msg string, args ...any) {
+	s.logq.add(logLine{record: newRecord(level, msg, args)})
+	s.logq.flushInBackground()
+}
+
+// unlock releases s.mu and has the lines queued under it written.
+func (s *Server) unlock() {
+	s.mu.Unlock()
+	s.logq.flushInBackground()
 }
 
 // newRecord makes the record of a line, as slog.Logger.Log would, with the
@@ -92,9 +105,10 @@ func newRecord(level slog.Level, msg string, args []any) slog.Record {
 	return r
 }
 
-// queue adds a line to the log queue, dropping the oldest when it is full.
-func (s *Server) queue(line logLine) {
-	q := &s.logq
+// add adds a line to the queue. When the queue is full, the oldest line is
+// dropped and counted, so that after a long block the log ends on the
+// latest state, and says how many lines it lost and where.
+func (q *logQueue) add(line logLine) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.lines) == logQueueSize {
@@ -115,54 +129,44 @@ func (q *logQueue) pop() logLine {
 	return line
 }
 
-// unlock releases s.mu and has the lines queued under it written by the
-// log's own goroutine: the caller never waits for the sink.
-func (s *Server) unlock() {
-	s.mu.Unlock()
-	s.flushInBackground()
-}
-
 // flushInBackground has the queued lines written by a goroutine of its
 // own, started only when there is a line to write and nobody writing. It
 // claims the writing before it starts the goroutine, so that callers that
 // race start one between them.
-func (s *Server) flushInBackground() {
-	q := &s.logq
+func (q *logQueue) flushInBackground() {
 	q.mu.Lock()
 	start := len(q.lines) > 0 && !q.flushing
 	q.flushing = q.flushing || start
 	q.mu.Unlock()
 	if start {
-		go s.flushDetached()
+		go q.flushDetached()
 	}
 }
 
 // flushDetached writes the queued lines on a goroutine of the queue's own,
 // the writing already claimed for it. There a handler's panic would reach
-// no caller that could recover it and would end the process, and with it
-// the node's data plane: so the line it panicked on is dropped, and the
-// lines after it are written, unless another goroutine has taken the
-// writing on meanwhile.
-func (s *Server) flushDetached() {
-	for s.writeRecovering() && s.claimFlush() {
+// no caller that could recover it and would end the agent's process: so
+// the line it panicked on is dropped, and the lines after it are written,
+// unless another goroutine has taken the writing on meanwhile.
+func (q *logQueue) flushDetached() {
+	for q.writeRecovering() && q.claimFlush() {
 	}
 }
 
 // writeRecovering runs writeQueued and reports whether a handler panicked.
-func (s *Server) writeRecovering() (panicked bool) {
+func (q *logQueue) writeRecovering() (panicked bool) {
 	defer func() {
 		if recover() != nil {
 			panicked = true
 		}
 	}()
-	s.writeQueued()
+	q.writeQueued()
 	return false
 }
 
 // claimFlush makes the calling goroutine the one writing the queue's
 // lines, and reports whether it is: false when another one is.
-func (s *Server) claimFlush() bool {
-	q := &s.logq
+func (q *logQueue) claimFlush() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.flushing {
@@ -176,8 +180,7 @@ func (s *Server) claimFlush() bool {
 // then gives up the writing, which the caller has claimed. No lock is held
 // while the handler runs. A handler that panics still gives the writing
 // up, so that later lines are written.
-func (s *Server) writeQueued() {
-	q := &s.logq
+func (q *logQueue) writeQueued() {
 	q.mu.Lock()
 	locked := true
 	defer func() {
@@ -194,34 +197,23 @@ func (s *Server) writeQueued() {
 		if line.dropped > 0 {
 			r := slog.NewRecord(time.Now(), slog.LevelWarn, "health: log lines dropped", 0)
 			r.Add("count", line.dropped)
-			s.handle(r)
+			q.handle(r)
 		}
 		if line.later != nil {
 			<-line.later.done
 			line.record = line.later.record
 		}
-		s.handle(line.record)
+		q.handle(line.record)
 		q.mu.Lock()
 		locked = true
 	}
 }
 
 // handle writes r as slog.Logger does, if the handler takes its level.
-func (s *Server) handle(r slog.Record) {
-	h := s.logger.Handler()
+func (q *logQueue) handle(r slog.Record) {
+	h := q.logger.Handler()
 	ctx := context.Background()
 	if h.Enabled(ctx, r.Level) {
 		_ = h.Handle(ctx, r)
 	}
-}
-
-// logAsync queues a line decided outside s.mu, Serve's above all (its
-// start and stop, the flood and out-of-descriptor warnings of the
-// goroutine that accepts connections), and has the log's own goroutine
-// write it, as every line is. With stderr blocked, a Serve that wrote its
-// lines would not start serving, or Accept would stop, the kubelet's
-// liveness probe would fail, and the restart runs the drain path.
-func (s *Server) logAsync(_ context.Context, level slog.Level, msg string, args ...any) {
-	s.queue(logLine{record: newRecord(level, msg, args)})
-	s.flushInBackground()
 }

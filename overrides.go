@@ -8,11 +8,9 @@ import (
 	"time"
 )
 
-// Duration is a watchdog's timeout in the agent's configuration
-// (Config.Watchdogs), read and written as a Go duration string: "90s",
-// "10m", "1h30m", and "0" or "0s" for none. Its text methods serve both
-// gopkg.in/yaml.v3 and encoding/json, so the package imports neither
-// yaml nor anything else outside the standard library.
+// Duration is a timeout in Config.Watchdogs, read and written as a Go
+// duration string ("90s", "10m", 0 for none) by gopkg.in/yaml.v3 and
+// encoding/json alike: the package imports no yaml.
 type Duration time.Duration
 
 // MarshalText writes d as time.Duration.String does: "10m0s".
@@ -20,10 +18,8 @@ func (d Duration) MarshalText() ([]byte, error) {
 	return []byte(time.Duration(d).String()), nil
 }
 
-// UnmarshalText reads a Go duration string. Anything else is an error
-// that quotes it, so that a bare number ("600", which means no unit) or a
-// typo is refused at decode rather than guessed at. A negative duration
-// decodes; Validate refuses it.
+// UnmarshalText reads a Go duration string; anything else, such as "600",
+// is an error quoting it. Validate, not it, refuses a negative one.
 func (d *Duration) UnmarshalText(text []byte) error {
 	v, err := time.ParseDuration(string(text))
 	if err != nil {
@@ -34,11 +30,11 @@ func (d *Duration) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// UnmarshalYAML is the older form of gopkg.in/yaml.v3's Unmarshaler (see
-// Config.UnmarshalYAML). A scalar is read as UnmarshalText reads it; it is
-// there so that a value that is no scalar ("[10m]", "{m: 10}") is refused
-// quoting it, as JSON's is, where yaml.v3 would name only the type.
+// UnmarshalYAML reads a scalar as UnmarshalText does, and refuses a list or
+// map quoting it.
 func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
+	// The older form of yaml.v3's Unmarshaler, which needs no import of
+	// yaml: yaml.v3 alone would name only the type of a list or map.
 	var text string
 	if unmarshal(&text) == nil {
 		return d.UnmarshalText([]byte(text))
@@ -54,15 +50,14 @@ func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
 	return d.UnmarshalText(quoted)
 }
 
-// UnmarshalJSON is there, beside UnmarshalText, because encoding/json
-// alone would give a number a type error that does not quote it, and a
-// null the zero Duration, which disables the watchdog: a null (a YAML key
-// left empty, through sigs.k8s.io/yaml) would switch hang detection off
-// without a word. So a string is read as UnmarshalText reads it, a null is
-// refused, and any other value is read by its JSON text, which takes the 0
-// that sigs.k8s.io/yaml makes of "reconcile: 0" and refuses the rest,
-// quoted.
+// UnmarshalJSON reads a string as UnmarshalText does, and the number 0. It
+// refuses null, which encoding/json would make 0, disabling the watchdog.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	// Without it encoding/json would give a number a type error that does
+	// not quote it, and a null (a YAML key left empty, through
+	// sigs.k8s.io/yaml) the zero Duration, switching hang detection off
+	// without a word. A number is read by its text, which takes the 0
+	// that sigs.k8s.io/yaml makes of "reconcile: 0".
 	text := string(b)
 	switch {
 	case text == "null":
@@ -76,16 +71,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return d.UnmarshalText([]byte(text))
 }
 
-// UnmarshalYAML is the older form of gopkg.in/yaml.v3's Unmarshaler,
-// which yaml.v3 still honours and which needs no import of yaml. It is
-// there for one reason: yaml.v3 gives a key with no value ("reconcile:"
-// or "reconcile: ~") the zero Duration without asking Duration, and so
-// would disable that watchdog on a slip of the pen. Decoded through it, a
-// watchdog with no value is an error naming it; everything else decodes
-// as yaml.v3 decodes Config without it (TestConfigUnmarshalYAMLAsWithout):
-// KnownFields and its errors, fields left out keeping their values, a
-// null resetting Enabled and Watchdogs and leaving Listen as it was.
+// UnmarshalYAML decodes as yaml.v3 would without it, except that a watchdog
+// with no value ("reconcile:"), which would mean 0, is an error.
 func (c *Config) UnmarshalYAML(unmarshal func(any) error) error {
+	// "As yaml.v3 would" is exact (TestConfigUnmarshalYAMLAsWithout):
+	// KnownFields and its errors, fields left out keeping their values, a
+	// null resetting Enabled and Watchdogs and leaving Listen as it was.
+	//
 	// The document's shape, with pointers where a value left out must be
 	// told from the zero value. It is named Config, as the type it
 	// stands for, because yaml.v3's errors name it: "field watchdog not
@@ -138,7 +130,7 @@ func (c *Config) validateWatchdogs() error {
 		switch {
 		case name == "":
 			return fmt.Errorf("health: watchdogs: name %q is empty: use the name the agent gives Watch", name)
-		case !isPrintableOrSpace(name):
+		case !allBytes(name, isGraphicOrSpace):
 			return fmt.Errorf("health: watchdogs: name %q holds a byte outside printable ASCII", name)
 		case d < 0:
 			return fmt.Errorf("health: watchdogs: name %q: timeout %v is negative; 0 disables the watchdog", name, d)
@@ -154,14 +146,3 @@ func (c *Config) validateWatchdogs() error {
 // "10ms" for "10m" would stop it many times a second and flip readiness
 // on every turn; no loop of an agent's is meant to turn faster.
 const minOverride = time.Second
-
-// isPrintableOrSpace reports whether every byte of s is printable ASCII,
-// the space included (0x20 to 0x7e): a loop's name may be words.
-func isPrintableOrSpace(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < 0x20 || b > 0x7e {
-			return false
-		}
-	}
-	return true
-}

@@ -8,31 +8,25 @@ import (
 	"strings"
 )
 
-// DeliveryMode is how the agent currently receives its events. It has the
-// same values as the agent's own mode type, so the agent converts with
-// health.DeliveryMode(m) rather than through a mapping that could drift.
+// DeliveryMode is how the agent receives its events, with the values of the
+// agent's own mode type, so the agent converts with health.DeliveryMode(m).
+// A value but streaming and pull_only, the empty one included, is degraded.
 type DeliveryMode string
 
 const (
-	// DeliveryModeStreaming is the normal mode: ready.
-	DeliveryModeStreaming DeliveryMode = "streaming"
-	// DeliveryModePullOnly is a deliberate descope: the node still
-	// reconciles, so it stays ready.
-	DeliveryModePullOnly DeliveryMode = "pull_only"
-	// DeliveryModeDegradedPolling means events arrive late: not ready.
-	DeliveryModeDegradedPolling DeliveryMode = "degraded_polling"
+	DeliveryModeStreaming       DeliveryMode = "streaming"        // ready
+	DeliveryModePullOnly        DeliveryMode = "pull_only"        // ready: a deliberate descope; the node reconciles
+	DeliveryModeDegradedPolling DeliveryMode = "degraded_polling" // not ready: events arrive late
 )
 
-// ready reports whether m lets the node serve. Any value other than
-// streaming and pull_only counts as degraded, the empty string and values a
-// newer agent may invent included: an unknown mode must not read as healthy.
+// ready reports whether m lets the node serve: a mode a newer agent
+// invents must not read as healthy.
 func (m DeliveryMode) ready() bool {
 	return m == DeliveryModeStreaming || m == DeliveryModePullOnly
 }
 
 // verdict is everything a probe or Status reads of readiness, computed when
-// a latch or the poller changes it. A verdict is never modified once
-// stored.
+// the state changes. A verdict is never modified once stored.
 type verdict struct {
 	reason   reason    // the first unmet condition: the /readyz answer
 	unmet    reasonSet // every unmet condition
@@ -53,24 +47,22 @@ func newVerdict(unmet reasonSet, err error, checkSet bool) *verdict {
 	}
 }
 
-// Ready returns nil when /readyz would answer 200, and otherwise an error
-// that errors.Is the sentinel of the first unmet condition. Unlike the
-// /readyz body, its text carries detail (the last check error, the stopped
-// subsystems' names), so it is for the agent's authenticated surfaces only.
+// Ready returns nil when /readyz would answer 200, else an error that
+// errors.Is the first unmet condition's sentinel, its text carrying detail
+// for the agent's authenticated uses.
 func (s *Server) Ready() error {
-	return s.answer.Load().err
+	return s.verdict.Load().err
 }
 
-// SetRegistered latches that the node has registered with the control
-// plane.
+// SetRegistered latches that the node has registered with the control plane.
 func (s *Server) SetRegistered() { s.set(func() { s.registered = true }) }
 
-// SetDataPlaneReady latches that the WireGuard interface and firewall chain
-// are configured.
+// SetDataPlaneReady latches that the data plane (the WireGuard interface and
+// firewall chain) is configured.
 func (s *Server) SetDataPlaneReady() { s.set(func() { s.dataPlaneReady = true }) }
 
-// SetDeliveryMode records the latest delivery mode. It is the one setter
-// that is not a latch: the reconnect engine moves between modes and back.
+// SetDeliveryMode records the latest delivery mode: the one setter that is
+// not a latch, as the reconnect engine moves between modes and back.
 func (s *Server) SetDeliveryMode(m DeliveryMode) { s.set(func() { s.mode = m }) }
 
 // set changes the state under the lock and updates the verdict.
@@ -84,10 +76,8 @@ func (s *Server) set(change func()) {
 // SetDeliveryStopped latches that event delivery has stopped for good.
 func (s *Server) SetDeliveryStopped() { s.set(func() { s.deliveryStopped = true }) }
 
-// SetSubsystemStopped latches that a subsystem has stopped and logs its name
-// at error level, quoted by the logger, never interpreted. Any name latches,
-// the empty one included; a name only reaches Ready's error text, never a
-// probe's body.
+// SetSubsystemStopped latches that a subsystem stopped and logs its name at
+// error level. Any name latches; it is quoted, and never reaches a body.
 func (s *Server) SetSubsystemStopped(name string) {
 	s.mu.Lock()
 	defer s.unlock()
@@ -101,23 +91,21 @@ func (s *Server) SetSubsystemStopped(name string) {
 	s.update()
 }
 
-// update recomputes the verdict from the latches and stores it if it
-// changed, queues a line for a change of the /readyz answer and wakes
-// Changed's watchers when the set of unmet conditions changed. s.mu must be
-// held: the lock orders the stores, so a probe never sees an older verdict
-// after a newer one, and it orders the lines as the changes they report.
-// The line is written once s.mu is released (s.unlock), after the verdict
-// is published: a log sink that blocks must not hold back the answer.
+// update recomputes the verdict and stores it if it changed, queues a line
+// for a change of the /readyz answer and wakes Changed's watchers when the
+// set of unmet conditions changed. s.mu must be held: the lock orders the
+// stores, so a probe never sees an older verdict after a newer one, and it
+// orders the lines as the changes they report.
 func (s *Server) update() {
 	unmet := s.unmet()
 	first := unmet.first()
 	err := s.detail(first)
 	checkSet := s.poller != nil
-	prev := s.answer.Load()
+	prev := s.verdict.Load()
 	if unmet == prev.unmet && checkSet == prev.checkSet && sameError(err, prev.err) {
 		return
 	}
-	s.answer.Store(newVerdict(unmet, err, checkSet))
+	s.verdict.Store(newVerdict(unmet, err, checkSet))
 	if first != prev.reason {
 		s.logReadinessChange(prev.reason, first)
 	}
@@ -212,9 +200,8 @@ const (
 	reasonReady
 )
 
-// reasons maps each reason to its sentinel; the /readyz body of a failing
-// reason is "not ready: " + the sentinel's text + "\n", built once in
-// readinessResponses.
+// reasons maps each reason to its sentinel, whose text makes its /readyz
+// body (readinessResponses).
 var reasons = [...]error{
 	reasonRegistrationPending:   ErrRegistrationPending,
 	reasonDataPlanePending:      ErrDataPlanePending,
@@ -227,15 +214,8 @@ var reasons = [...]error{
 	reasonSubsystemUnresponsive: ErrSubsystemUnresponsive,
 }
 
-// Conditions returns the sentinel of every readiness condition, met or
-// not, in the order of the readiness table, which is the order of
-// Status.Unmet. It exists so that a metrics collector can export one
-// series per condition, including the ones that are met, with no table of
-// its own to keep in step: a condition added to this package shows up in
-// the agent's metrics without an edit there. Each sentinel's text is a
-// constant of the readiness table (the suffix of its /readyz body), so it
-// is a stable label value (healthprom's, with underscores for spaces).
-// The slice is new on every call, so a caller cannot change the table.
+// Conditions returns every condition's sentinel, met or not, in table order,
+// in a new slice, so that a metrics collector needs no table of its own.
 func Conditions() []error {
 	return slices.Clone(reasons[:])
 }

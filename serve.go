@@ -10,11 +10,8 @@ import (
 	"github.com/meshnode/health/internal/listener"
 )
 
-// Listen binds the configured address (Config.Listen) over TCP, so that
-// the agent can fail fast on an address in use before it registers. It
-// returns (nil, nil) when the config is disabled. A bind to anything but
-// loopback is logged once as a warning, because the endpoints are
-// unauthenticated.
+// Listen binds Config.Listen over TCP, to fail fast on an address in use;
+// (nil, nil) when disabled. A bind beyond loopback is logged as a warning.
 func (s *Server) Listen() (net.Listener, error) {
 	if !s.cfg.IsEnabled() {
 		return nil, nil
@@ -30,7 +27,7 @@ func (s *Server) Listen() (net.Listener, error) {
 		return nil, fmt.Errorf("health: listen %q: %w", s.cfg.Listen, err)
 	}
 	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
-		s.logAsync(context.Background(), slog.LevelWarn, "health: listening on a non-loopback address; the probe endpoints are unauthenticated", "addr", ln.Addr().String())
+		s.logAsync(slog.LevelWarn, "health: listening on a non-loopback address; the probe endpoints are unauthenticated", "addr", ln.Addr().String())
 	}
 	return ln, nil
 }
@@ -51,20 +48,13 @@ func (e *addrInUseError) Error() string {
 
 func (e *addrInUseError) Unwrap() error { return e.err }
 
-// Serve serves Handler on ln until ctx is done, then shuts down within 5 s
-// and returns nil; it returns an error only when ln fails on its own. It
-// takes ownership of ln, and logs a line when it starts and one when it
-// stops, which may be written just after it returns. A nil ln is an error
-// unless the config is disabled; a non-nil one is served even then.
-//
-// Anything that can reach the port can use it, so no local client can cost
-// the kubelet its probe: on Linux a connection waits for its whole request
-// header without a goroutine (4,096 at most, the one that waited longest
-// closed to make room; 2 s each), and a plain GET or HEAD of /healthz or
-// /readyz is answered at once with the bytes net/http would write. Other
-// requests go to net/http, which holds at most 256 (a quarter of the soft
-// descriptor limit), never reads a body, and refuses headers over 4 KiB or
-// 64 lines. Elsewhere net/http's slots hold what waits, evicted oldest first.
+// Serve serves Handler on ln, which it owns, until ctx is done, then shuts
+// down within 5 s and returns nil, or an error when ln fails on its own. It
+// returns once every connection and goroutine of its own has ended; its log
+// lines go through the Server's queue (NewServer), so the last may follow.
+// A nil ln is an error unless the config is disabled (a non-nil one is
+// served even then). Each connection's time, header (4 KiB) and requests
+// (one) are bounded, and how many it holds (README, Limits).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {
@@ -78,20 +68,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // serve is Serve on a non-nil ln.
 func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	addr, limit := ln.Addr().String(), listener.DefaultLimit()
-	s.logAsync(context.Background(), slog.LevelInfo, "health: serving probes", "addr", addr, "max_conns", limit)
+	s.logAsync(slog.LevelInfo, "health: serving probes", "addr", addr, "max_conns", limit)
 	err := listener.Serve(ctx, ln, listener.Options{
 		Handler:  s.Handler(),
-		Answer:   s.plainAnswer,
+		Answer:   s.routePlain,
 		Counters: &s.conns,
-		Log: func(level slog.Level, msg string, args ...any) {
-			s.logAsync(context.Background(), level, msg, args...)
-		},
-		Limit: limit,
+		Log:      s.logAsync,
+		Limit:    limit,
 	})
 	if err != nil {
-		s.logAsync(context.Background(), slog.LevelError, "health: stopped serving probes: the listener failed", "addr", addr, "err", err)
+		s.logAsync(slog.LevelError, "health: stopped serving probes: the listener failed", "addr", addr, "err", err)
 		return fmt.Errorf("health: %w", err)
 	}
-	s.logAsync(context.Background(), slog.LevelInfo, "health: stopped serving probes", "addr", addr)
+	s.logAsync(slog.LevelInfo, "health: stopped serving probes", "addr", addr)
 	return nil
 }

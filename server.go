@@ -11,16 +11,15 @@ import (
 	"github.com/meshnode/health/internal/listener"
 )
 
-// Server holds the readiness latches and serves the probes. Create it with
-// NewServer; all its methods are safe for concurrent use.
+// Server holds the readiness state and serves the probes; create it with
+// NewServer. Its methods are safe for concurrent use, in any order.
 type Server struct {
-	cfg    Config
-	logger *slog.Logger
+	cfg Config
 
-	// answer is the verdict a probe reads. It is replaced, under mu, only
-	// when a latch or the poller changes it, so a probe is one atomic load:
-	// no lock, no allocation, whatever the rate of probes.
-	answer atomic.Pointer[verdict]
+	// verdict is what a probe reads: one atomic load, whatever the rate
+	// of probes. It is replaced, under mu, only when the state changes
+	// (update).
+	verdict atomic.Pointer[verdict]
 
 	// probes and conns are counted with atomics, outside mu, so that
 	// counting takes no lock on the probe path or in Serve.
@@ -60,27 +59,18 @@ type Server struct {
 	// change (Status.Since).
 	since time.Duration
 
-	// logq holds the lines decided under mu until the log's own
-	// goroutine writes them: a log sink that blocks must hold back
-	// neither the answer, nor the lock, nor the caller.
+	// logq carries every line to the logger (see logQueue).
 	logq logQueue
 }
 
-// NewServer returns a Server for cfg, with cfg's defaults applied. A nil
-// logger means slog.Default(). The new Server is not ready: registration is
-// pending, and the delivery mode is streaming, because the agent's
-// reconnect engine starts streaming and reports only transitions.
+// NewServer returns a Server for cfg, defaults applied (a nil logger means
+// slog.Default()). It is not ready, and its delivery mode is streaming.
 //
-// No method waits for the logger. A line about a change of state is
-// queued once the change is published, and written by a goroutine of the
-// package's own (started when there is a line to write), never by the
-// caller and never under the Server's lock: a logger whose handler blocks
-// (stderr that nobody reads) holds back neither readiness nor any method,
-// and a handler may call the Server. Lines keep their order and the time
-// and source of the change; while the logger is blocked, at most 256
-// wait, and past that the oldest are dropped and counted in a line
-// "health: log lines dropped" written once it takes lines again. A
-// handler's panic costs the line it panicked on, not the process.
+// No method, probe or Serve waits for the logger, whose handler may call the
+// Server: a goroutine of the package's writes every line, in order, with the
+// time and source of the call that made it, maybe after that call returned.
+// While the logger blocks, 256 lines wait and older ones are dropped and
+// counted. A handler's panic costs only the line.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
 	cfg.ApplyDefaults()
 	// Watch reads the map without a lock: a caller that changes its own
@@ -91,14 +81,14 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 	}
 	s := &Server{
 		cfg:         cfg,
-		logger:      logger,
 		checkPeriod: dataPlaneCheckPeriod,
 		epoch:       time.Now(),
 		stackDump:   dumpAll,
-		mode:        DeliveryModeStreaming,
+		mode:        DeliveryModeStreaming, // the reconnect engine starts streaming and reports only transitions
+		logq:        logQueue{logger: logger},
 	}
 	unmet := s.unmet()
-	s.answer.Store(newVerdict(unmet, s.detail(unmet.first()), false))
+	s.verdict.Store(newVerdict(unmet, s.detail(unmet.first()), false))
 	return s
 }
 

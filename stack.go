@@ -61,8 +61,7 @@ var dumpClock = time.Now
 
 // dumpPerGoroutine sizes a first dump's buffer: a goroutine of an agent
 // prints in one or two KiB. Too small a guess costs another stop of the
-// world (from 64 KiB, 10,000 goroutines took nine, 1.7 s in all), too big
-// one only memory, for a moment.
+// world for every doubling, too big a one only memory, for a moment.
 const dumpPerGoroutine = 2 << 10
 
 // maxDump bounds the buffer that takes every goroutine's stack. The
@@ -75,10 +74,8 @@ const maxDump = 64 << 20
 var dumpHint atomic.Int64
 
 // goroutineID returns the id of the calling goroutine, as the header of
-// its stack gives it. It costs a walk of the caller's stack (a few
-// microseconds), so only a Beat that makes its watchdog met calls it: the
-// first one, and the first after a deadline. A Beat on a met watchdog
-// records nothing, and stays free of locks and allocations.
+// its stack gives it. It costs a walk of the caller's stack, so only a
+// Beat that makes its watchdog met calls it (see Watchdog.goid).
 func goroutineID() uint64 {
 	var buf [64]byte // "goroutine 18446744073709551615 [" fits
 	n := runtime.Stack(buf[:], false)
@@ -94,7 +91,7 @@ func headerID(stack []byte) uint64 {
 	}
 	var id uint64
 	i := 0
-	for ; i < len(rest) && '0' <= rest[i] && rest[i] <= '9'; i++ {
+	for ; i < len(rest) && isDigit(rest[i]); i++ {
 		id = id*10 + uint64(rest[i]-'0')
 	}
 	if i == 0 || i == len(rest) || rest[i] != ' ' {

@@ -470,12 +470,10 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 	defer first.Stop()
 	first.Beat()
 	<-inDump
-	var pool []*Watchdog
 	for i := range 3 {
 		w := s.Watch(fmt.Sprintf("worker-%d", i), 20*time.Millisecond)
 		defer w.Stop()
 		w.Beat()
-		pool = append(pool, w)
 	}
 	eventually(t, func() bool {
 		for _, w := range s.Status().Watchdogs {

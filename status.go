@@ -8,89 +8,34 @@ import (
 	"github.com/meshnode/health/internal/listener"
 )
 
-// Status is a snapshot of the Server for the agent's own code: its metrics
-// collector reads it at scrape time, and its authenticated surfaces show
-// it. The package itself exports no metrics, so that it stays free of any
-// metrics dependency: the module github.com/meshnode/health/healthprom is
-// the collector for the Prometheus Go client, and the example of
-// Server.Status writes a Status in the Prometheus text format with the
-// standard library alone.
+// Status is a snapshot for the agent's metrics (healthprom) and own surfaces.
+// Its times are the wall clock now less their age: a clock step moves none.
 type Status struct {
-	// Unmet holds the sentinel of every unmet readiness condition, in the
-	// order of the readiness table, where Ready names only the first: a
-	// stopped subsystem behind stopped delivery shows too. It is empty
-	// when the node is ready. Each entry is the sentinel itself, so ==
-	// and errors.Is both find it.
-	Unmet  []error
-	Check  CheckStatus // the data-plane check
-	Conns  ConnStatus  // Serve's connections
-	Probes ProbeCounts // answers of Handler(), wherever it is mounted
-	// Watchdogs describes every watchdog not stopped, in Watch order.
-	Watchdogs []WatchdogStatus
-	// WatchdogTotals holds, for every name ever given to Watch, in the
-	// order of its first Watch, the Beats and Timeouts of all its
-	// watchdogs, stopped ones included: counters that never fall, for
-	// metrics (see WatchdogTotals). A name stays for the Server's life,
-	// so watch loops under a fixed set of names, not one per peer.
-	WatchdogTotals []WatchdogTotals
-	// Stopped holds the names given to SetSubsystemStopped, each once, in
-	// the order of their first call: the names behind ErrSubsystemStopped,
-	// which otherwise only the log and Ready's text carry.
-	Stopped []string
-	// Since is when the set of unmet conditions last changed, NewServer's
-	// time until the first change: how long the node has been ready, or
-	// not ready for the reasons in Unmet (a reason added or cleared moves
-	// it; a setter that changes nothing, or only Ready's detail, does not).
-	// Like LastBeat, it is the wall clock at Status less the time since,
-	// so a step of the wall clock in between does not move it.
-	Since time.Time
+	Unmet          []error          // every unmet condition's sentinel, in table order; empty when ready
+	Check          CheckStatus      // the data-plane check
+	Conns          ConnStatus       // Serve's connections
+	Probes         ProbeCounts      // answers of Handler(), wherever it is mounted
+	Watchdogs      []WatchdogStatus // every watchdog not stopped, in Watch order
+	WatchdogTotals []WatchdogTotals // every name ever watched, in the order of its first Watch
+	Stopped        []string         // the names given to SetSubsystemStopped, each once, in order
+	Since          time.Time        // when the set of unmet conditions last changed; NewServer's time before
 }
 
-// CheckStatus describes the data-plane check (SetDataPlaneCheck). Its
-// counters add up over the Server's life, across replacements and a nil
-// fn, so that a metrics system can treat them as counters. They count the
-// checks whose results feed readiness: the late result of a replaced check
-// is discarded, and not counted either.
+// CheckStatus describes the data-plane check. Its counts span replacements
+// and count only results that fed readiness; a runtime.Goexit is a failure.
 type CheckStatus struct {
-	// Installed is whether a non-nil fn is set. It stays true once the
-	// check's ctx is done, because the check's last verdict (or its
-	// absence) still decides readiness.
-	Installed bool
-	// Runs counts the checks that returned, failures, panics and calls
-	// of runtime.Goexit included:
-	// a Runs that stops growing while Installed means the poller is
-	// stuck or its ctx is done.
-	Runs uint64
-	// Failures counts, of Runs, those that returned an error, panicked
-	// or called runtime.Goexit.
-	Failures uint64
-	// Panics counts, of Failures, those that panicked: a bug in the
-	// check, which the poller survives.
-	Panics uint64
-	// Stalls counts the checks that ran past the stall bound (three
-	// periods), whether or not they returned since.
-	Stalls uint64
-	// LastDuration is how long the last returned check ran: a check that
-	// grows slower warns before one that stalls.
-	LastDuration time.Duration
-	// LastReturned is when the last check returned; zero before the first.
-	// Its wall reading is the wall clock at Status less the time since the
-	// check returned, so it stays right if the wall clock is stepped in
-	// between (it may move by the clock's slew from one Status to the
-	// next); its monotonic reading makes time.Since of it exact.
-	LastReturned time.Time
-	// LastError is the error the last returned check returned, a
-	// recovered panic's included; nil when it passed or none has returned.
-	// Like the counters it outlives a replacement and a nil fn: it
-	// explains LastReturned, not the current verdict. It is for the
-	// agent's authenticated surfaces; no body ever carries it.
-	LastError error
+	Installed    bool          // a non-nil fn is set (still true once its ctx is done)
+	Runs         uint64        // checks that returned, failures and panics included
+	Failures     uint64        // of Runs, those that returned an error or panicked
+	Panics       uint64        // of Failures, those that panicked
+	Stalls       uint64        // times a check ran past the stall bound (three periods)
+	LastDuration time.Duration // how long the last returned check ran
+	LastReturned time.Time     // when it returned; zero before the first
+	LastError    error         // its error (a panic's too), kept across a replacement; nil when it passed
 }
 
-// ProbeCounts count the answers of Handler(), wherever it is mounted, by
-// kind. They tell an operator whether the kubelet reaches the node at all:
-// under hostNetwork, a probe's httpGet.host that misses the listener is
-// the classic mistake, and it shows as counts that do not grow.
+// ProbeCounts count Handler()'s answers by kind: counts that do not grow show
+// a kubelet that misses the listener.
 type ProbeCounts struct {
 	Liveness      uint64 // /healthz answered 200
 	ReadyOK       uint64 // /readyz answered 200
@@ -116,25 +61,14 @@ func (pc *probeCounters) counts() ProbeCounts {
 	}
 }
 
-// Status returns a snapshot of readiness, the data-plane check, Serve's
-// connections, the probes answered and the watchdogs. It never slows a
-// probe: probes take no lock, and their counters are atomics. Unmet,
-// Since, Check, Stopped and each watchdog's Overdue, Timeouts and Stack
-// are read under the lock that orders readiness changes, so they agree
-// with each other (a failed check in Unmet has its failure counted in
-// Check, a stopped subsystem in Unmet has its name in Stopped, an overdue
-// watchdog past a deadline has its Stack once it is taken, which wakes
-// Changed). The probe and connection counters and
-// the watchdogs' Beats and LastBeat are read one by one while probes and
-// Beats go on, so they may be a probe, a connection or a Beat apart from
-// each other; WatchdogTotals add the very counts listed in Watchdogs, so
-// the two agree.
+// Status returns a snapshot, never slowing a probe. Its readiness, check and
+// watchdog states agree; its counters may be a few apart.
 func (s *Server) Status() Status { return s.status(s.readClock()) }
 
 // status is Status at the clock reading now, which a test may step.
 func (s *Server) status(now clockReading) Status {
 	s.mu.Lock()
-	unmet := s.answer.Load().unmet
+	unmet := s.verdict.Load().unmet
 	check := s.checks.status(s.poller != nil, now)
 	stopped := slices.Clone(s.stopped)
 	watchdogs, totals := s.watchdogStatus(now)
@@ -181,21 +115,12 @@ func (c clockReading) at(sinceEpoch time.Duration) time.Time {
 // that comes in bursts.
 const pressureWindow = 10 * time.Second
 
-// ConnStatus is a snapshot of the connections Serve holds. With several
-// Serve calls on one Server (one listener for IPv4 and one for IPv6, say),
-// each field adds up over them: Held and Limit over those running now, the
-// counts over every one since the Server was made.
-//
-// On Linux a connection whose request header has not arrived whole waits
-// in Serve's waiting room (see Server.Serve), which holds no goroutine and
-// no buffer: it is not Held. It counts in Accepted when it is accepted,
-// once, and in Evicted if the room closes it to make room, not if its
-// 2 s header timeout closes it. A connection whose client has already
-// gone when it is accepted counts as accepted, never as held or evicted.
+// ConnStatus is Serve's connections, summed over Serve calls. On Linux a
+// connection still waiting for its header is not Held.
 type ConnStatus struct {
 	Held     int    // connections held now (counted until their goroutines end)
-	Limit    int    // the bound on Held: a quarter of the soft descriptor limit, at most 256; 0 when Serve is not running
-	Accepted uint64 // connections accepted since Serve began (the first one, with several)
+	Limit    int    // the bound on Held (Server.Serve); 0 when Serve is not running
+	Accepted uint64 // connections accepted since Serve began
 	Evicted  uint64 // of those, closed to make room: a local flood's signature
 	Pressure bool   // Serve is defending itself now: it evicted within the last 10 s
 }

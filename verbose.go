@@ -74,57 +74,45 @@ func hasQueryKey(rawQuery, key string) bool {
 	return false
 }
 
-// unescapesTo reports whether the query component s is want once unescaped
-// as url.QueryUnescape does ('+' is a space, "%XX" the byte XX), with every
-// escape it holds well formed.
+// unescapesTo reports whether the query component s is want once
+// unescaped, with every escape it holds well formed.
 func unescapesTo(s, want string) bool {
 	n := 0 // bytes of want matched
 	for i := 0; i < len(s); n++ {
-		c := s[i]
-		switch c {
-		case '%':
-			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
-				return false
-			}
-			c = unhex(s[i+1])<<4 | unhex(s[i+2])
-			i += 3
-		case '+':
-			c = ' '
-			i++
-		default:
-			i++
-		}
-		if n >= len(want) || c != want[n] {
+		c, width := unescapeAt(s, i)
+		if width == 0 || n >= len(want) || c != want[n] {
 			return false
 		}
+		i += width
 	}
 	return n == len(want)
 }
 
-// validEscapes reports whether every '%' in the query component s starts
-// a well-formed escape, as url.QueryUnescape requires.
+// validEscapes reports whether every escape in the query component s is
+// well formed, as url.QueryUnescape requires.
 func validEscapes(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' {
-			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
-				return false
-			}
-			i += 2
+	for i := 0; i < len(s); {
+		_, width := unescapeAt(s, i)
+		if width == 0 {
+			return false
 		}
+		i += width
 	}
 	return true
 }
 
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= 'a':
-		return c - 'a' + 10
-	case c >= 'A':
-		return c - 'A' + 10
+// unescapeAt returns the byte that s[i:] starts with once unescaped as
+// url.QueryUnescape does ('+' is a space, "%XX" the byte XX) and how many
+// bytes of s it takes: 0 for a malformed escape.
+func unescapeAt(s string, i int) (byte, int) {
+	switch s[i] {
+	case '%':
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return 0, 0
+		}
+		return unhex(s[i+1])<<4 | unhex(s[i+2]), 3
+	case '+':
+		return ' ', 1
 	}
-	return c - '0'
+	return s[i], 1
 }

@@ -9,39 +9,15 @@ import (
 	"time"
 )
 
-// A Watchdog watches one of the agent's loops for readiness: the loop calls
-// Beat on every turn, and a loop that stops beating for longer than its
-// timeout, because it hangs on a watch that never returns or a lock that is
-// never released, takes the node out of service (readiness row 9, "subsystem
-// unresponsive") until it beats again. Liveness stays 200: a hung loop is a
-// reason to stop sending work to the node, not to restart the agent, whose
-// restart tears the data plane down.
-//
-// When a deadline passes, its ERROR line ("health: subsystem
-// unresponsive", attribute stack) and Status say where the loop is stuck:
-// the stack of the goroutine whose Beat last made the watchdog met (its
-// first Beat, or the first after a deadline), alone, as the runtime prints
-// it, header and wait reason included ("goroutine 41 [sync.Mutex.Lock]:";
-// the runtime adds ", 12 minutes" once the wait passes a minute and a
-// garbage collection has seen it), at most 16 KiB. A loop that returned
-// without Stop shows "the goroutine that last beat has exited". Taking it
-// stops the world while the runtime prints every goroutine, once per
-// deadline (about 0.2 s with 10,000 goroutines, docs/performance.md; not
-// taken when the last dump's cost foresees more than half a second);
-// readiness reports the deadline without waiting for it.
-//
-// That goroutine is the loop's when the loop beats from itself, as it
-// should. When Beats come from elsewhere the stack is another's: a
-// goroutine that beats on the loop's behalf (a ticker beside it, which
-// never hangs, so such a watchdog misses the hang itself), a pool whose
-// workers share one watchdog (whichever worker beat first after the last
-// deadline, perhaps an idle one), a loop whose turn hands work to another
-// goroutine (the stack shows the wait, not the worker). The goroutine is
-// that of the Beat that made the watchdog met, not of the latest Beat,
-// because a met Beat records nothing, so that it stays free of locks and
-// allocations.
-//
-// Create one with [Server.Watch]. Its methods are safe for concurrent use.
+// A Watchdog, made by Server.Watch, watches one of the agent's loops: the
+// loop calls Beat every turn, and one that stops beating for longer than its
+// timeout (hung on a watch or a lock) makes the node not ready
+// (ErrSubsystemUnresponsive), never restarts it, until it beats again. A
+// deadline passed logs ERROR "health: subsystem unresponsive" with the stack
+// (runtime.Stack's, at most 16 KiB) of the goroutine whose Beat last made it
+// met, or "the goroutine that last beat has exited", and Status shows it
+// while overdue: so beat from the loop's own goroutine, where it hangs. Its
+// methods are safe for concurrent use.
 type Watchdog struct {
 	s       *Server
 	name    string
@@ -58,6 +34,13 @@ type Watchdog struct {
 	// verdict is stored and cleared before an unmet one is, always under
 	// s.mu, so that a Beat that finds it true may return at once, and a
 	// Beat that finds it false takes the lock and finds the truth.
+	//
+	// Why a Beat may trust it without the lock: a Beat stores last, then
+	// loads met; the deadline timer clears met, then loads last again
+	// (deadlinesPassed). Go's atomics are sequentially consistent, so one
+	// of the two sees the other: either the timer sees the new last and
+	// restores met, or the Beat sees met cleared and recovers under the
+	// lock. Neither can miss the other.
 	met atomic.Bool
 
 	// Guarded by s.mu.
@@ -67,49 +50,30 @@ type Watchdog struct {
 	stopped  bool
 	// goid is the goroutine whose Beat last made the watchdog met (its
 	// first Beat, or the first after a deadline); 0 before the first.
-	// Its stack is the one a deadline shows: a loop beats from its own
-	// goroutine, so that is where it hangs.
+	// Its stack is the one a deadline shows. When Beats come from elsewhere
+	// the stack is another's: a ticker beating on the loop's behalf (which
+	// never hangs, so its watchdog misses the hang itself), a pool sharing
+	// one watchdog (whichever worker beat first, perhaps an idle one), a
+	// turn that hands work to another goroutine (the stack shows the wait).
+	// It is not the latest Beat's, because a met Beat records nothing, so
+	// that it stays free of locks and allocations.
 	goid  uint64
 	stack string // while late: what the deadline's line carried as stack
 }
 
-// WatchdogStatus describes a watchdog (Server.Watch) for Status.
+// WatchdogStatus describes a watchdog for Status.
 type WatchdogStatus struct {
-	Name string
-	// Timeout is the timeout in force: the one Config.Watchdogs gives
-	// the name, or else the code's; 0 when the config disables it.
-	Timeout time.Duration
-	// Beats counts the Beats since Watch: a count that stops growing
-	// shows a hung loop before its timeout does.
-	Beats uint64
-	// LastBeat is when the watchdog last beat; zero before the first. Its
-	// wall reading is the wall clock at Status less the time since the
-	// Beat, so it stays right if the wall clock is stepped in between (it
-	// may move by the clock's slew from one Status to the next); its
-	// monotonic reading makes time.Since(LastBeat) exact.
-	LastBeat time.Time
-	// Overdue is whether it is unmet now: no Beat yet, or none within
-	// Timeout.
-	Overdue bool
-	// Timeouts counts the times it ran past its timeout; its first
-	// deadline counts from Watch. A count that grows while Overdue is
-	// false is a loop that hangs for a while and comes back.
-	Timeouts uint64
-	// Stack is, while Overdue after a deadline, what that deadline's
-	// ERROR line carried as its stack: where the loop is stuck (see
-	// Watchdog); empty otherwise, once it is met again, and in the moment
-	// after the deadline while the stack is taken, which readiness does
-	// not wait for.
-	Stack string
+	Name     string
+	Timeout  time.Duration // in force: Config.Watchdogs's for the name, or the code's; 0 disabled
+	Beats    uint64        // Beats since Watch
+	LastBeat time.Time     // zero before the first Beat
+	Overdue  bool          // unmet: no Beat yet, or none within Timeout
+	Timeouts uint64        // deadlines passed; the first counts from Watch
+	Stack    string        // while Overdue after a deadline, its ERROR line's stack once taken; else empty
 }
 
-// WatchdogTotals counts the Beats and Timeouts of every watchdog watched
-// under one name since NewServer, the stopped ones included (Status). It
-// is there for metrics: Status.Watchdogs lists only the watchdogs watched
-// now, so a sum over it by name falls when one stops (a worker of a pool
-// ends on purpose), and a metrics system reads a counter that falls as a
-// reset, which fires an increase() alert on timeouts that never happened.
-// These totals never fall.
+// WatchdogTotals count the Beats and Timeouts of one name's watchdogs, the
+// stopped ones too: counters that, unlike sums over Watchdogs, never fall.
 type WatchdogTotals struct {
 	Name     string
 	Beats    uint64
@@ -135,40 +99,17 @@ type watchState struct {
 	gen     uint64
 }
 
-// Watch returns a watchdog for one of the agent's loops, named name in the
-// log, in Ready's error and in Status, never in a probe's body. Until its
-// first Beat the node is not ready: readiness needs evidence, and a loop
-// that has not turned has shown none. After a Beat it is met until
-// timeout passes without another; then readiness reports "subsystem
-// unresponsive" within a second of that deadline, never before it. So
-// Watch each loop before it starts, at bring-up, and choose a timeout well
-// above the longest turn the loop can take when it is healthy.
+// Watch returns a watchdog for a loop, named name in the log, Ready and
+// Status (names may repeat). It is unmet until the first Beat, then met until
+// timeout passes without one; one timer, never a probe, watches deadlines,
+// and readiness reports one within a second, never before. Watch at
+// bring-up, with a timeout of seconds to minutes, well above the loop's
+// longest healthy turn. A non-positive timeout panics, naming the watchdog.
 //
-// A timeout is meant in seconds to minutes: a second at the least, and
-// several times the loop's longest healthy turn and its idle tick. Every
-// deadline passed is a real event, logged at error level, taken out of
-// service and logged back, with two wakes of Changed; a timeout near a
-// turn's length (milliseconds) would make each slow turn all of that, and
-// flood the log with lines that mean nothing.
-//
-// A loop that waits for events must beat on an idle tick too (a time.Ticker
-// of a fraction of timeout in its select), or a quiet hour would look like
-// a hang. Deadlines are watched by one timer per Server, armed at the
-// earliest deadline, never by probes.
-//
-// Any number of watchdogs may be watched, under any names, repeated ones
-// too. Each name keeps its totals in Status.WatchdogTotals for the
-// Server's life, so name loops by kind ("reconcile"), not by peer. A
-// non-positive timeout panics, naming the watchdog, as time.NewTicker
-// does: it is a programming error, not input.
-//
-// The operator has the last word: a name in Config.Watchdogs gets the
-// config's timeout instead of timeout, logged once at INFO ("health:
-// watchdog timeout set by config"), and a timeout of 0 there disables the
-// watchdog: it never counts as unmet, not even before its first Beat, and
-// has no deadline, while Beat, Stop and Status work as ever (Status gives
-// it Timeout 0). A negative timeout there, which Validate refuses, is
-// ignored with an ERROR line, and the code's timeout kept.
+// A name in Config.Watchdogs takes the config's timeout instead, logged at
+// INFO; 0 there disables the watchdog (never unmet), a negative one is
+// ignored with an ERROR line. Name loops by kind ("reconcile"), not by
+// peer: each name's totals last the Server's life.
 func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	if timeout <= 0 {
 		panic(fmt.Sprintf("health: Watch %q: timeout %v is not positive", name, timeout))
@@ -194,10 +135,10 @@ func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	return w
 }
 
-// Beat tells readiness that the loop has turned. On a watchdog that is met,
-// it takes no lock and allocates nothing, so a loop can call it on every
-// turn. On one that is overdue, readiness recovers before Beat returns.
-// After Stop it does nothing.
+// Beat tells readiness that the loop has turned. On a met watchdog it takes
+// no lock and allocates nothing; on an overdue one readiness recovers before
+// it returns. A loop that waits for events beats on an idle tick too. After
+// Stop it does nothing.
 func (w *Watchdog) Beat() {
 	now := int64(w.s.sinceEpoch())
 	// Only forward: a Beat that read the clock before another one's
@@ -209,11 +150,7 @@ func (w *Watchdog) Beat() {
 		}
 	}
 	w.beats.Add(1)
-	// The store of last above comes before this load, and the deadline
-	// timer clears met before it reads last (deadlinesPassed): so either
-	// this Beat sees met cleared and recovers under the lock, or the
-	// timer sees the new last and keeps the watchdog met. Go's atomics
-	// are sequentially consistent, so neither can miss the other.
+	// After the store of last: see met.
 	if !w.met.Load() {
 		w.s.beatOverdue(w)
 	}
@@ -243,11 +180,8 @@ func (s *Server) beatOverdue(w *Watchdog) {
 	w.met.Store(true)
 }
 
-// Stop stops watching: the watchdog no longer counts for readiness nor
-// shows in Status, and a later Beat does nothing. Call it when the loop
-// ends on purpose; a loop that ends by accident is SetSubsystemStopped's to
-// report. Stop twice is fine. Once every watchdog is stopped, nothing of
-// them is left running.
+// Stop stops watching a loop that ends on purpose: the watchdog counts no
+// more, leaves Status, and a later Beat does nothing. Stop twice is fine.
 func (w *Watchdog) Stop() {
 	s := w.s
 	s.mu.Lock()
@@ -284,8 +218,8 @@ func (s *Server) unresponsive() bool {
 	return false
 }
 
-// unresponsiveDetail is Ready's error for row 9: every overdue watchdog,
-// quoted, with its timeout. s.mu must be held.
+// unresponsiveDetail is Ready's error for ErrSubsystemUnresponsive: every
+// overdue watchdog, quoted, with its timeout. s.mu must be held.
 func (s *Server) unresponsiveDetail() error {
 	var names []string
 	for _, w := range s.watch.list {
