@@ -147,10 +147,19 @@ func (q *logQueue) flushInBackground() {
 // the writing already claimed for it. There a handler's panic would reach
 // no caller that could recover it and would end the agent's process: so
 // the line it panicked on is dropped, and the lines after it are written,
-// unless another goroutine has taken the writing on meanwhile.
+// unless another goroutine has taken the writing on meanwhile. A handler
+// that calls runtime.Goexit, which no recover sees, ends this goroutine:
+// the lines after it are handed to another.
 func (q *logQueue) flushDetached() {
+	returned := false
+	defer func() {
+		if !returned {
+			q.flushInBackground()
+		}
+	}()
 	for q.writeRecovering() && q.claimFlush() {
 	}
+	returned = true
 }
 
 // writeRecovering runs writeQueued and reports whether a handler panicked.

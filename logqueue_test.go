@@ -434,14 +434,17 @@ func TestLogLinesKeepTheirSource(t *testing.T) {
 }
 
 // panickyHandler panics on its first record, as a buggy handler might.
+// panickyHandler leaves its first Handle by exit: a panic, or a
+// runtime.Goexit, which no recover sees.
 type panickyHandler struct {
 	slog.Handler
+	exit     func()
 	panicked atomic.Bool
 }
 
 func (h *panickyHandler) Handle(ctx context.Context, r slog.Record) error {
 	if !h.panicked.Swap(true) {
-		panic("handler bug")
+		h.exit()
 	}
 	return h.Handler.Handle(ctx, r)
 }
@@ -450,14 +453,38 @@ func (h *panickyHandler) Handle(ctx context.Context, r slog.Record) error {
 // longer writes its lines; the log's goroutine recovers, drops that line
 // and writes the next, and no lock is left held nor the writing stuck.
 func TestLogHandlerPanic(t *testing.T) {
+	for _, exit := range []struct {
+		name string
+		exit func()
+	}{
+		{"panic", func() { panic("handler bug") }},
+		{"runtime.Goexit", runtime.Goexit},
+	} {
+		t.Run(exit.name, func(t *testing.T) { testLogHandlerExit(t, exit.exit) })
+	}
+}
+
+func testLogHandlerExit(t *testing.T, exit func()) {
 	logs := &logBuffer{}
-	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(&panickyHandler{Handler: slog.NewTextHandler(logs, nil)}))
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(&panickyHandler{Handler: slog.NewTextHandler(logs, nil), exit: exit}))
 	logs.server = s
 	assert.NotPanics(t, s.SetRegistered)
 	waitLogWritten(s) // the panic, on the first line, has happened
 	s.SetDataPlaneReady()
 	assert.NoError(t, s.Ready())
 	assert.Equal(t, []string{`level=INFO msg="health: readiness changed" ready=true`}, readinessChanges(logs))
+
+	// Two lines queued together: the handler exits on the first again,
+	// and the second is still written, with no later line to start a
+	// writer.
+	h := s.logq.logger.Handler().(*panickyHandler)
+	h.panicked.Store(false)
+	s.SetSubsystemStopped("route sync")
+	assert.Equal(t, []string{
+		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=WARN msg="health: readiness changed" ready=false reason="subsystem stopped"`,
+	}, readinessChanges(logs))
+	assert.Zero(t, logs.count(`msg="health: subsystem stopped"`), "the line the handler exited on")
 }
 
 // stuckHandler is a log handler that never returns until it is released,
