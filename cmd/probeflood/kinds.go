@@ -40,12 +40,10 @@ func maxRequestBytes() string {
 
 // findKind returns the kind of that name.
 func findKind(name string) (hostile.Client, bool) {
-	for _, k := range kinds {
-		if k.Name == name {
-			return k, true
-		}
+	if name == maxRequest.Name {
+		return maxRequest, true
 	}
-	return hostile.Client{}, false
+	return hostile.Find(name)
 }
 
 // counts is how many clients of each kind, by name, a load runs. For a
