@@ -2,7 +2,6 @@ package listener
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -26,20 +25,9 @@ import (
 // values (1.27 on), does a header over that cap, which Serve refuses for
 // its lines; on an older Go, net/http lets it through.
 func TestResponse431IsNetHTTPs(t *testing.T) {
-	stockLn, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	stock := &http.Server{Handler: http.NotFoundHandler(), MaxHeaderBytes: maxHeaderBytes, ReadHeaderTimeout: headerTimeout}
 	stock.SetKeepAlivesEnabled(false) // as Serve: one request, then close
-	served := make(chan error, 1)
-	go func() { served <- stock.Serve(stockLn) }()
-	t.Cleanup(func() {
-		// Shutdown waits out the 500 ms net/http lingers after its 431.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		assert.NoError(t, stock.Shutdown(ctx))
-		assert.ErrorIs(t, <-served, http.ErrServerClosed)
-	})
-	stockAddr, healthAddr := stockLn.Addr().String(), serveReadyLimited(t, maxConns, 0).addr
+	stockAddr, healthAddr := probetest.ServeHTTP(t, stock, nil), serveTest(t, nil, Options{}).addr
 
 	bigHeader := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", maxHeaderBytes+4<<10) + "\r\n\r\n"
 	assert.Equal(t, response431, exchange(t, stockAddr, bigHeader), "net/http")
@@ -55,7 +43,7 @@ func TestResponse431IsNetHTTPs(t *testing.T) {
 }
 
 func TestOversizedHeaderNeverOK(t *testing.T) {
-	addr := serveReadyLimited(t, maxConns, 0).addr
+	addr := serveTest(t, nil, Options{}).addr
 	for _, size := range []int{9 << 10, 64 << 10, 1 << 20} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			c, err := net.Dial("tcp", addr)
@@ -82,26 +70,16 @@ func TestOversizedHeaderAnswered431(t *testing.T) {
 	t.Run("refused at accept", func(t *testing.T) { testOversizedHeader(t, func(ln net.Listener) net.Listener { return ln }) })
 	// Without a socket to peek at, the limit on reads refuses it.
 	t.Run("refused on read", func(t *testing.T) {
-		testOversizedHeader(t, func(ln net.Listener) net.Listener { return opaqueListener{ln} })
+		testOversizedHeader(t, func(ln net.Listener) net.Listener {
+			return probetest.NewListener(ln, probetest.Faults{HideConnDescriptors: true})
+		})
 	})
-}
-
-// opaqueListener hides the socket of its connections, as a listener made
-// by other means than Listen may.
-type opaqueListener struct{ net.Listener }
-
-func (l opaqueListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return struct{ net.Conn }{c}, nil
 }
 
 func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	addr := serveReadyOn(t, wrap(ln), maxConns, 0).addr
+	addr := serveTest(t, wrap(ln), Options{}).addr
 	for _, size := range []int{maxRequestBytes, 9 << 10, 64 << 10} {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
@@ -143,7 +121,7 @@ func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 // answered and its connection closed without waiting for the body: left to
 // net/http, each would hold its slot, unevictable, for the read timeout.
 func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
-	s := serveReadyLimited(t, 4, 0)
+	s := serveTest(t, nil, Options{Limit: 4})
 	addr := s.addr
 	for i := 0; i < 8; i++ {
 		c, err := net.Dial("tcp", addr)

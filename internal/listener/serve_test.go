@@ -117,19 +117,22 @@ type served struct {
 	stop     func() error // cancels Serve and returns its result
 }
 
-// serveTest serves fakeProbes with a bound of limit slots.
-func serveTest(t *testing.T, limit int) *served {
+// serveTest is the one way the package's tests run Serve: it serves
+// fakeProbes, ready, on ln, or on a fresh listener of Listen's on
+// 127.0.0.1:0 for a nil ln, with opts' Limit (maxConns for 0) and room
+// (see Options.room); the test's cleanup stops it (see probetest.Start).
+func serveTest(t *testing.T, ln net.Listener, opts Options) *served {
 	t.Helper()
-	ln, err := Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	return serveTestWith(t, ln, Options{Limit: limit})
-}
-
-// serveTestWith serves fakeProbes on ln with opts' Limit and room; the
-// test's cleanup stops it.
-func serveTestWith(t *testing.T, ln net.Listener, opts Options) *served {
-	t.Helper()
+	if ln == nil {
+		var err error
+		ln, err = Listen("127.0.0.1:0")
+		require.NoError(t, err)
+	}
+	if opts.Limit == 0 {
+		opts.Limit = maxConns
+	}
 	s := &served{addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer)}
+	s.probes.ready.Store(true)
 	opts.Handler, opts.Answer, opts.Counters, opts.Log = s.probes, s.probes.answer, s.counters, logTo(s.logs)
 	s.stop = probetest.Start(t, func(ctx context.Context) error { return Serve(ctx, ln, opts) })
 	return s
@@ -200,4 +203,100 @@ func dialAll(t *testing.T, addr string, n int, req string) []net.Conn {
 	wg.Wait()
 	require.NotContains(t, conns, nil, "every client connected")
 	return conns
+}
+
+// roomRig drives a limiter without net/http, so that every close is
+// the limiter's (its waiting room's, where it has one, or its short
+// path's) and every connection that leaves it for net/http is seen:
+// Accept's returns arrive on handed.
+type roomRig struct {
+	t        *testing.T
+	addr     string
+	l        *connLimiter
+	probes   *fakeProbes
+	counters *Counters
+	logs     *probetest.LogBuffer
+	handed   chan net.Conn
+}
+
+// newRoomRig runs a limiter with a waiting room of size (see
+// Options.room) on ln, or on a fresh listener of Listen's for a nil ln;
+// a room of a positive size must be made.
+func newRoomRig(t *testing.T, ln net.Listener, size int) *roomRig {
+	t.Helper()
+	if ln == nil {
+		var err error
+		ln, err = Listen("127.0.0.1:0")
+		require.NoError(t, err)
+	}
+	r := &roomRig{t: t, addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer), handed: make(chan net.Conn, 64)}
+	r.l = newConnLimiter(ln, maxConns, Options{Answer: r.probes.answer, Counters: r.counters, Log: logTo(r.logs), room: size})
+	if size > 0 {
+		require.NotNil(t, r.l.room, r.logs.String())
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			nc, err := r.l.Accept()
+			if err != nil {
+				return
+			}
+			r.handed <- nc
+		}
+	}()
+	t.Cleanup(func() {
+		_ = r.l.Close()
+		for {
+			select {
+			case nc := <-r.handed:
+				r.release(nc) // the room hands on clients that shut their side
+				continue
+			case <-done:
+			}
+			break
+		}
+		for len(r.handed) > 0 { // handed before done, if select chose done
+			r.release(<-r.handed)
+		}
+		r.l.wait()
+	})
+	return r
+}
+
+// release closes a connection handed on, as net/http's goroutine would.
+func (r *roomRig) release(nc net.Conn) {
+	_ = nc.Close()
+	r.l.trackState(nc, http.StateClosed)
+}
+
+func (r *roomRig) waiting() int {
+	r.l.room.mu.Lock()
+	defer r.l.room.mu.Unlock()
+	return r.l.room.waiting.len
+}
+
+// partialProbe is a probe's request but its last byte.
+var partialProbe = probeRequest[:len(probeRequest)-1]
+
+// dial connects and writes what.
+func (r *roomRig) dial(what string) net.Conn {
+	r.t.Helper()
+	c, err := net.Dial("tcp", r.addr)
+	require.NoError(r.t, err)
+	r.t.Cleanup(func() { _ = c.Close() })
+	if what != "" {
+		_, err = io.WriteString(c, what)
+		require.NoError(r.t, err)
+	}
+	return c
+}
+
+// dialWaiting connects, writes part of a header, and returns once the
+// connection waits in the room, which is then n long.
+func (r *roomRig) dialWaiting(n int) net.Conn {
+	r.t.Helper()
+	c := r.dial(partialProbe)
+	probetest.Eventually(r.t, func() bool { return r.waiting() == n }, "the connection waiting")
+	return c
 }

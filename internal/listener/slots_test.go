@@ -5,9 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,22 +53,6 @@ var rooms = []struct {
 	name string
 	size int
 }{{"room", 0}, {"small room", 16}, {"no room", -1}}
-
-// serveReadyLimited serves ready fakeProbes with a bound of limit slots
-// and a waiting room of room (see Options.room).
-func serveReadyLimited(t *testing.T, limit, room int) *served {
-	t.Helper()
-	ln, err := Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	return serveReadyOn(t, ln, limit, room)
-}
-
-func serveReadyOn(t *testing.T, ln net.Listener, limit, room int) *served {
-	t.Helper()
-	s := serveTestWith(t, ln, Options{Limit: limit, room: room})
-	s.probes.ready.Store(true)
-	return s
-}
 
 // assertProbesAnswered sends n kubelet probes, alternating endpoints, and
 // expects each to be answered 200 ok.
@@ -147,7 +129,7 @@ func TestHostileClientsCannotCostAProbe(t *testing.T) {
 // kind, and sends probes while they run: every probe is answered, every
 // slot is released once the flood ends, and nothing is logged as an error.
 func floodAndProbe(t *testing.T, client hostile.Client, limit, room, clients, probes int) {
-	s := serveReadyLimited(t, limit, room)
+	s := serveTest(t, nil, Options{Limit: limit, room: room})
 	stop := flood(t, s.addr, clients, client)
 	if client.Request != "" {
 		// Probes answered before the flood holds every slot would prove
@@ -179,7 +161,7 @@ func TestHostileMix(t *testing.T) {
 			if tc.room > 0 && !hasRoom() {
 				t.Skip("no waiting room on this OS")
 			}
-			s := serveReadyLimited(t, 8, tc.room)
+			s := serveTest(t, nil, Options{Limit: 8, room: tc.room})
 			var stops []func()
 			for _, hc := range hostile.Clients() {
 				n := 16
@@ -202,81 +184,6 @@ func TestHostileMix(t *testing.T) {
 	}
 }
 
-// countingListener counts the sockets it has accepted and not yet closed,
-// and notes whenever Accept is called while limit of them are open: one
-// more would exceed the bound. With outOfFDsAt > 0, Accept fails as the
-// system does when descriptors run out once that many are open.
-type countingListener struct {
-	net.Listener
-	limit, outOfFDsAt int
-
-	mu                sync.Mutex
-	open, overLimit   int
-	outOfFDs, maxOpen int
-}
-
-func (l *countingListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	if l.open >= l.limit {
-		l.overLimit++
-	}
-	if l.outOfFDsAt > 0 && l.open >= l.outOfFDsAt {
-		l.outOfFDs++
-		l.mu.Unlock()
-		return nil, outOfDescriptorsError()
-	}
-	l.mu.Unlock()
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.open++
-	l.maxOpen = max(l.maxOpen, l.open)
-	return &countedConn{Conn: c, l: l}, nil
-}
-
-// SyscallConn lets Serve defer accept on the socket, as on Listen's, and
-// Accept ask whether a connection waits when it runs out of descriptors
-// (acceptQueued).
-func (l *countingListener) SyscallConn() (syscall.RawConn, error) {
-	return l.Listener.(syscall.Conn).SyscallConn()
-}
-
-func (l *countingListener) counts() (maxOpen, overLimit, outOfFDs int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.maxOpen, l.overLimit, l.outOfFDs
-}
-
-// outOfDescriptorsError is accept's error when the process has no
-// descriptor left.
-func outOfDescriptorsError() error {
-	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
-}
-
-type countedConn struct {
-	net.Conn
-	l    *countingListener
-	once sync.Once
-}
-
-// SyscallConn lets Serve peek at the request, as on an accepted TCP
-// connection.
-func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
-	return c.Conn.(syscall.Conn).SyscallConn()
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		c.l.open--
-		c.l.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
-
 // TestBoundNeverExceeded floods a bound of 2 with complete requests, which
 // are answered rather than evicted, so that every slot is often busy when
 // the next client arrives: Accept must wait for room before it takes the
@@ -286,8 +193,8 @@ func TestBoundNeverExceeded(t *testing.T) {
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	const limit = 2
-	counting := &countingListener{Listener: ln, limit: limit}
-	s := serveReadyOn(t, counting, limit, -1)
+	counting := probetest.NewListener(ln, probetest.Faults{Limit: limit})
+	s := serveTest(t, counting, Options{Limit: limit, room: -1})
 
 	// POST is no plain probe: net/http answers it, in a slot.
 	stopComplete := flood(t, s.addr, 32, hostile.Client{Name: "complete", Request: "POST /healthz HTTP/1.1\r\nHost: x\r\n\r\n"})
@@ -296,16 +203,16 @@ func TestBoundNeverExceeded(t *testing.T) {
 	assertProbesAnswered(t, s.addr, 10)
 	stopComplete()
 	stopStalled()
-	maxOpen, overLimit, _ := counting.counts()
-	assert.Equal(t, limit, maxOpen, "sockets held at once")
-	assert.Zero(t, overLimit, "times Accept was called with every slot's socket open")
+	counts := counting.Counts()
+	assert.Equal(t, limit, counts.MaxOpen, "sockets held at once")
+	assert.Zero(t, counts.OverLimit, "times Accept was called with every slot's socket open")
 }
 
 // TestStatusUnderFlood reads Serve's counters during and after a flood of
 // stalled clients in the slots: Evicted grows, an eviction's time is kept, Held never passes Limit, and once the flood ends Held returns to 0.
 func TestStatusUnderFlood(t *testing.T) {
 	floodTest(t)
-	s := serveReadyLimited(t, 8, -1)
+	s := serveTest(t, nil, Options{Limit: 8, room: -1})
 	stop := flood(t, s.addr, 64, stalled)
 	// Probes answered before the flood takes every slot would prove
 	// nothing, and leave Evicted at 0.
