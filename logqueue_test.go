@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -553,7 +552,9 @@ func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
 	sink.block() // from before Serve starts: its own start line waits too
 	ln, err := s.Listen()
 	require.NoError(t, err)
-	addr, stop := startServingOn(t, undeferrableListener{ln.(*net.TCPListener)}, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
+	// A listener whose descriptor cannot be had: Serve cannot defer
+	// accept on it, and warns.
+	addr, stop := startServingOn(t, s, probetest.NewListener(ln, probetest.Faults{SyscallConnErr: errors.New("no descriptor here")}))
 	for range 5 {
 		status, body, err := kubeletProbe(addr, "/healthz")
 		require.NoError(t, err, "a liveness probe while the log sink is blocked")
@@ -565,14 +566,6 @@ func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
 	logs := sink.logs.String()
 	assert.Contains(t, logs, "health: serving probes")
 	assert.Contains(t, logs, `level=WARN msg="health: cannot defer accept; silent clients will be accepted at once" err="no descriptor here"`)
-}
-
-// undeferrableListener is a TCP listener whose descriptor cannot be had,
-// so that Serve cannot defer accept on it, and warns.
-type undeferrableListener struct{ *net.TCPListener }
-
-func (undeferrableListener) SyscallConn() (syscall.RawConn, error) {
-	return nil, errors.New("no descriptor here")
 }
 
 // TestDetachedLogHandlerPanic: a handler that panics on a line Serve

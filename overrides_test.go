@@ -146,7 +146,7 @@ func TestConfigUnmarshalYAMLAsWithout(t *testing.T) {
 			want := configWithout{Enabled: &yes, Listen: ":9101", Watchdogs: map[string]Duration{"gc": Duration(time.Hour)}}
 			require.NoError(t, yaml.Unmarshal([]byte(tc.doc), &want))
 			require.NoError(t, yaml.Unmarshal([]byte(tc.doc), &got))
-			assert.Equal(t, want, configWithout{got.Enabled, got.Listen, got.Watchdogs})
+			assert.Equal(t, want, configWithout(got))
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/health/internal/listener"
+	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -150,21 +151,7 @@ func TestServeShutsDownDespiteStalledClients(t *testing.T) {
 	}
 }
 
-// failingListener fails on its own after its first connection.
-type failingListener struct {
-	net.Listener
-	accepted int
-}
-
 var errListenerBroke = errors.New("listener broke")
-
-func (l *failingListener) Accept() (net.Conn, error) {
-	if l.accepted > 0 {
-		return nil, errListenerBroke
-	}
-	l.accepted++
-	return l.Listener.Accept()
-}
 
 // TestServeReturnsListenerFailure serves a listener that fails on its own
 // while a connection it accepted is held open: Serve returns the
@@ -180,7 +167,8 @@ func TestServeReturnsListenerFailure(t *testing.T) {
 	_, err = io.WriteString(held, "GET /healthz HTTP/1.1\r\n") // stalled, held open
 	require.NoError(t, err)
 
-	err = s.Serve(context.Background(), &failingListener{Listener: inner})
+	// Serve is called, not started: that it returns on its own is the point.
+	err = s.Serve(context.Background(), probetest.NewListener(inner, probetest.Faults{FailAfter: 1, Err: errListenerBroke}))
 	require.ErrorIs(t, err, errListenerBroke)
 	assert.Contains(t, err.Error(), inner.Addr().String())
 	goleak.VerifyNone(t) // what this test is about: nothing left running
