@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meshnode/health/internal/listener"
 	"github.com/meshnode/health/internal/probetest"
@@ -175,15 +176,20 @@ func TestServeReturnsListenerFailure(t *testing.T) {
 	assertClosedByServer(t, held, "the connection it had accepted")
 }
 
-// TestStalledConnectionIsClosed sends half a request: the header timeout
-// closes the connection, unanswered.
+// TestStalledConnectionIsClosed sends half a request: the header timeout,
+// 2 s from accept, closes the connection unanswered, not before and at
+// most a second after.
 func TestStalledConnectionIsClosed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out the header timeout, 2 s")
 	}
+	const headerTimeout = 2 * time.Second // the contract's
 	addr := serveReady(t)
-	got := exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
-	assert.NotContains(t, got, "200 OK")
+	start := time.Now() // before the accept, which the request's first byte brings
+	got := probetest.Exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n", headerTimeout+time.Second)
+	elapsed := time.Since(start)
+	assert.Empty(t, got, "closed unanswered")
+	assert.GreaterOrEqual(t, elapsed, headerTimeout, "closed before the header timeout")
 }
 
 func TestOneRequestPerConnection(t *testing.T) {

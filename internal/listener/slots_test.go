@@ -110,6 +110,22 @@ func flood(t *testing.T, addr string, n int, client hostile.Client) (stop func()
 	return stop
 }
 
+// TestSlotHeaderTimeout: where no room holds what waits (outside Linux),
+// a connection with half a request waits in its slot, and net/http's
+// header timeout, 2 s from accept, closes it unanswered, not before and
+// at most a second after, and frees the slot.
+func TestSlotHeaderTimeout(t *testing.T) {
+	s := serveTest(t, nil, Options{Limit: 8, room: -1})
+	start := time.Now() // before the accept, which the request's first byte brings
+	got := probetest.Exchange(t, s.addr, "GET /readyz HTTP/1.1\r\nHost: x\r\n", headerTimeout+time.Second)
+	elapsed := time.Since(start)
+	assert.Empty(t, got, "closed unanswered")
+	assert.GreaterOrEqual(t, elapsed, headerTimeout, "closed before the header timeout")
+	probetest.Eventually(t, func() bool { return s.counters.Held.Load() == 0 }, "the slot freed")
+	assert.Zero(t, s.counters.Evicted.Load(), "a timeout is no eviction")
+	assert.Zero(t, s.probes.answered())
+}
+
 // TestHostileClientsCannotCostAProbe floods a server whose every slot is
 // wanted, kind by kind, with clients that reconnect as soon as they are
 // closed, and probes while they do: each probe must be answered. A state
