@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,23 +41,31 @@ func TestResponse431IsNetHTTPs(t *testing.T) {
 	}
 }
 
+// TestOversizedHeaderNeverOK sends headers past the cap while it goes on
+// writing, up to a megabyte: the answer is net/http's 431, whole, however
+// much of the header the server saw before it refused it, and never an
+// empty close.
 func TestOversizedHeaderNeverOK(t *testing.T) {
 	addr := serveTest(t, nil, Options{}).addr
-	for _, size := range []int{9 << 10, 64 << 10, 1 << 20} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+	}{{"a 9 KiB header", 9 << 10}, {"a 64 KiB header", 64 << 10}, {"a 1 MiB header", 1 << 20}} {
+		t.Run(tc.name, func(t *testing.T) {
 			c, err := net.Dial("tcp", addr)
 			require.NoError(t, err)
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			written := make(chan struct{})
 			go func() {
+				defer close(written)
 				// The server may close before all is written; that is the point.
-				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", size)+"\r\n\r\n")
+				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", tc.size)+"\r\n\r\n")
 			}()
-			got, _ := io.ReadAll(c)
-			assert.NotContains(t, string(got), " 200 ")
-			if len(got) > 0 {
-				assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 431 "), "%q", got)
-			}
+			got, _ := io.ReadAll(c) // a reset may follow the answer: the rest is unread
+			assert.Equal(t, response431, string(got))
+			_ = c.Close() // ends the write, if the server's close has not
+			<-written
 		})
 	}
 }
