@@ -124,6 +124,12 @@ func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 	}
 }
 
+// atOnce bounds a close the server makes at once: half the shortest hold
+// net/http would have instead (the 500 ms it lingers after refusing a
+// request or leaving its body unread; waiting for a body, its 2 s read
+// timeout), and far above a close's scheduling delay, even under -race.
+const atOnce = 250 * time.Millisecond
+
 // TestUndrainedBodiesAreClosedAtOnce checks that a request with a body is
 // answered and its connection closed without waiting for the body: left to
 // net/http, each would hold its slot, unevictable, for the read timeout.
@@ -140,18 +146,56 @@ func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
 		require.NoError(t, err, "client %d", i)
 		_ = resp.Body.Close()
 		assert.Equal(t, 405, resp.StatusCode, "client %d", i)
-		assert.True(t, probetest.ClosedByServer(c), "client %d", i)
+		assert.True(t, probetest.ClosedWithin(c, atOnce), "client %d: not closed within %v of its answer", i, atOnce)
 		_ = c.Close()
 	}
 	probetest.Eventually(t, func() bool { return s.counters.Held.Load() == 0 }, "every slot released")
 	assert.Zero(t, s.counters.Evicted.Load(), "closed by the server after the answer, not evicted")
 }
 
+// TestLingerersAreClosedAtOnce sends, one at a time, each request that
+// net/http would hold after reading it (hostile.Client.Lingers): each is
+// answered and closed at once, or reset by its client, and its slot freed
+// without an eviction, with a waiting room and without.
+func TestLingerersAreClosedAtOnce(t *testing.T) {
+	lingerers := 0
+	for _, hc := range hostile.Clients() {
+		if !hc.Lingers {
+			continue
+		}
+		lingerers++
+		for _, room := range rooms {
+			t.Run(room.name+"/"+hc.Name, func(t *testing.T) {
+				s := serveTest(t, nil, Options{Limit: 1, room: room.size})
+				c, err := net.Dial("tcp", s.addr)
+				require.NoError(t, err)
+				defer c.Close()
+				_, _ = io.WriteString(c, hc.Request) // the server may close before all is written
+				sent := time.Now()
+				if hc.Then == hostile.Reset {
+					require.NoError(t, c.(*net.TCPConn).SetLinger(0))
+					_ = c.Close()
+				} else {
+					assert.True(t, probetest.ClosedWithin(c, atOnce), "not closed within %v of the request", atOnce)
+				}
+				for s.counters.Held.Load() != 0 && time.Since(sent) < atOnce {
+					time.Sleep(time.Millisecond) // the slot is freed by its goroutine's end, which nothing marks
+				}
+				assert.Zero(t, s.counters.Held.Load(), "the slot not freed within %v of the request", atOnce)
+				assert.Zero(t, s.counters.Evicted.Load(), "closed, not evicted")
+			})
+		}
+	}
+	assert.GreaterOrEqual(t, lingerers, 3, "OPTIONS *, a body never sent, a 431")
+}
+
 // TestNothingLingers floods a bound of a single connection, which is never
 // evicted while it is the newest, with requests that net/http would hold
 // after reading them, reading or waiting for a body, or sleeping 500 ms
-// before it closes. Each held slot would queue the probe behind every
-// client, 16 deep; answered and closed at once, none does.
+// before it closes. Each held slot would queue a probe that needs the slot
+// behind every client, 16 deep; answered and closed at once, none does.
+// With a waiting room, the kubelet's probes are answered at accept,
+// whatever the slot holds, so slot probes are what the flood would delay.
 func TestNothingLingers(t *testing.T) {
 	floodTest(t)
 	lingerers := 0
@@ -161,7 +205,7 @@ func TestNothingLingers(t *testing.T) {
 		}
 		lingerers++
 		for _, room := range rooms {
-			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 1, room.size, 16, 4) })
+			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 1, room.size, 16, 4, 4) })
 		}
 	}
 	assert.GreaterOrEqual(t, lingerers, 3, "OPTIONS *, a body never sent, a 431")

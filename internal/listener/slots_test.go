@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,15 +137,21 @@ func TestHostileClientsCannotCostAProbe(t *testing.T) {
 	floodTest(t)
 	for _, room := range rooms {
 		for _, hc := range hostile.Clients() {
-			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 4, room.size, 128, 6) })
+			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 4, room.size, 128, 6, 0) })
 		}
 	}
 }
 
+// slotProbe is a probe that net/http answers, not the short path (it
+// declares an empty body), so it waits for a slot where a kubelet's
+// probe, answered at accept, may not.
+const slotProbe = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+
 // floodAndProbe serves a bound of limit, floods it with clients of one
-// kind, and sends probes while they run: every probe is answered, every
-// slot is released once the flood ends, and nothing is logged as an error.
-func floodAndProbe(t *testing.T, client hostile.Client, limit, room, clients, probes int) {
+// kind, and sends probes while they run, then as many slotProbes: every
+// probe is answered, every slot is released once the flood ends, and
+// nothing is logged as an error.
+func floodAndProbe(t *testing.T, client hostile.Client, limit, room, clients, probes, slotProbes int) {
 	s := serveTest(t, nil, Options{Limit: limit, room: room})
 	stop := flood(t, s.addr, clients, client)
 	if client.Request != "" {
@@ -154,6 +161,11 @@ func floodAndProbe(t *testing.T, client hostile.Client, limit, room, clients, pr
 		probetest.Eventually(t, func() bool { return s.counters.Accepted.Load() >= uint64(2*limit) }, "the flood arriving")
 	}
 	assertProbesAnswered(t, s.addr, probes)
+	for i := range slotProbes {
+		// The kubelet's 5 s: a probe it would not have waited for fails.
+		got := probetest.Exchange(t, s.addr, slotProbe, 5*time.Second)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n") && strings.HasSuffix(got, "\r\n\r\nok\n"), "slot probe %d: %q", i, got)
+	}
 	stop()
 	probetest.Eventually(t, func() bool { return s.counters.Held.Load() == 0 }, "every slot released")
 	assert.Zero(t, probetest.Count(s.logs.String(), "level=ERROR"), s.logs.String())
