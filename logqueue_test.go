@@ -575,24 +575,28 @@ func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
 // the drain path.
 func TestDetachedLogHandlerPanic(t *testing.T) {
 	logs := &logBuffer{}
-	h := panicOnce{Handler: slog.NewTextHandler(logs, nil), msg: "health: serving probes"}
-	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(&h))
+	h := &panicOnce{Handler: slog.NewTextHandler(logs, nil), msg: "health: serving probes"}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(h))
 	logs.server = s
 	setLatches(s)
 	_, stop := startServing(t, s)
 	require.NoError(t, stop())
 	assert.NotContains(t, logs.String(), "health: serving probes")
 	assert.Contains(t, logs.String(), "health: stopped serving probes")
+	assert.Equal(t, int32(1), h.panics.Load(), "the handler panicked, on the start line")
 }
 
-// panicOnce panics on the records whose message is msg.
+// panicOnce panics on the records whose message is msg, and counts its
+// panics.
 type panicOnce struct {
 	slog.Handler
-	msg string
+	msg    string
+	panics atomic.Int32
 }
 
 func (h *panicOnce) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == h.msg {
+		h.panics.Add(1)
 		panic("PLANTED handler bug")
 	}
 	return h.Handler.Handle(ctx, r)
