@@ -107,7 +107,7 @@ func TestVerboseQueries(t *testing.T) {
 		{"=verbose", false},
 	}
 	for _, tc := range tests {
-		t.Run(tc.query, func(t *testing.T) {
+		t.Run("?"+tc.query, func(t *testing.T) {
 			values, _ := url.ParseQuery(tc.query)
 			require.Equal(t, tc.verbose, values.Has("verbose"), "the table agrees with url.ParseQuery")
 			assert.Equal(t, tc.verbose, hasQueryKey(tc.query, "verbose"))
