@@ -2,7 +2,6 @@ package health
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -137,10 +137,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	s := NewServer(Config{Listen: "127.0.0.1:0"}, discardLogger())
 	s.SetRegistered()
 	s.SetDataPlaneReady()
-	healthLn, err := s.Listen()
-	require.NoError(b, err)
-	healthAddr, stopHealth := serveForBench(b, healthLn, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
-	defer stopHealth()
+	healthAddr, _ := startServing(b, s)
 	// Serve's bounds (see internal/listener).
 	floor := &http.Server{
 		Handler:           http.HandlerFunc(floorHandler),
@@ -152,13 +149,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	floor.SetKeepAlivesEnabled(false)
 	// The floor listens as http.Server.ListenAndServe does.
-	floorLn, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	floorAddr, stopFloor := serveForBench(b, floorLn, func(ctx context.Context, ln net.Listener) error {
-		go func() { <-ctx.Done(); _ = floor.Close() }()
-		return floor.Serve(ln)
-	})
-	defer stopFloor()
+	floorAddr := probetest.ServeHTTP(b, floor, nil)
 
 	var healthTime, floorTime time.Duration
 	buf := make([]byte, 4096)
@@ -183,16 +174,6 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.ReportMetric(float64(floorTime)/float64(healthTime), "health/floor")
 	b.ReportMetric(float64(healthTime.Nanoseconds())/float64(b.N), "health-ns/req")
 	b.ReportMetric(float64(floorTime.Nanoseconds())/float64(b.N), "floor-ns/req")
-}
-
-func serveForBench(b *testing.B, ln net.Listener, serve func(context.Context, net.Listener) error) (addr string, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = serve(ctx, ln)
-	}()
-	return ln.Addr().String(), func() { cancel(); <-done }
 }
 
 const benchRequest = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"

@@ -2,6 +2,7 @@ package health
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func TestConfigValidate(t *testing.T) {
 		"[fe80::1%br-0123456789a]:0", "[fe80::1%" + strings.Repeat("a", 15) + "]:0",
 	}
 	for _, listen := range good {
-		t.Run(listen, func(t *testing.T) {
+		t.Run(strconv.Quote(listen), func(t *testing.T) {
 			c := Config{Listen: listen}
 			assert.NoError(t, c.Validate())
 		})
@@ -121,7 +122,7 @@ func TestConfigValidate(t *testing.T) {
 		{"[fe80::1%]:0", `health: listen "[fe80::1%]:0": host "fe80::1%" in brackets is not an IPv6 address`},
 	}
 	for _, tc := range bad {
-		t.Run(tc.listen, func(t *testing.T) {
+		t.Run(strconv.Quote(tc.listen), func(t *testing.T) {
 			c := Config{Listen: tc.listen}
 			assert.EqualError(t, c.Validate(), tc.want)
 		})

@@ -174,12 +174,9 @@ func TestShortPathMatchesNetHTTP(t *testing.T) {
 			s, logs := newTestServer(t)
 			st.set(s)
 			addr, _ := startServing(t, s)
-			reference := httptest.NewUnstartedServer(s.Handler())
-			reference.Config.DisableGeneralOptionsHandler = true
-			reference.Config.SetKeepAlivesEnabled(false)
-			reference.Start()
-			t.Cleanup(reference.Close)
-			refAddr := reference.Listener.Addr().String()
+			reference := &http.Server{Handler: s.Handler(), DisableGeneralOptionsHandler: true}
+			reference.SetKeepAlivesEnabled(false)
+			refAddr := probetest.ServeHTTP(t, reference, nil)
 			exchange(t, addr, reqs[0]) // Serve has logged its start
 			before := logs.String()
 			for _, raw := range reqs {

@@ -268,19 +268,22 @@ var errPlantedCheck = errors.New("PLANTED-check-error-91bc wg0 10.0.0.1")
 
 const plantedSubsystem = "PLANTED-subsystem-7f3a node-a"
 
-// startServing runs Serve on a fresh 127.0.0.1:0 listener and returns its
-// address and a stop function that cancels and returns Serve's result.
-func startServing(t *testing.T, s *Server) (addr string, stop func() error) {
+// startServing runs s.Serve on the listener s.Listen returns (the tests'
+// servers listen on 127.0.0.1:0) and returns its address and a stop
+// function that cancels and returns Serve's result.
+func startServing(t testing.TB, s *Server) (addr string, stop func() error) {
 	t.Helper()
 	ln, err := s.Listen()
 	require.NoError(t, err)
-	return startServingOn(t, ln, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
+	return startServingOn(t, s, ln)
 }
 
-// startServingOn runs serve on ln; the test's cleanup stops it.
-func startServingOn(t *testing.T, ln net.Listener, serve func(context.Context, net.Listener) error) (addr string, stop func() error) {
+// startServingOn is the one way the package's tests run Serve: on ln,
+// until stop or the test's cleanup, whichever comes first, cancels it
+// (see probetest.Start).
+func startServingOn(t testing.TB, s *Server, ln net.Listener) (addr string, stop func() error) {
 	t.Helper()
-	stop = probetest.Start(t, func(ctx context.Context) error { return serve(ctx, ln) })
+	stop = probetest.Start(t, func(ctx context.Context) error { return s.Serve(ctx, ln) })
 	return ln.Addr().String(), stop
 }
 

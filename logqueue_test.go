@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -580,7 +579,9 @@ func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
 	sink.block() // from before Serve starts: its own start line waits too
 	ln, err := s.Listen()
 	require.NoError(t, err)
-	addr, stop := startServingOn(t, undeferrableListener{ln.(*net.TCPListener)}, func(ctx context.Context, ln net.Listener) error { return s.Serve(ctx, ln) })
+	// A listener whose descriptor cannot be had: Serve cannot defer
+	// accept on it, and warns.
+	addr, stop := startServingOn(t, s, probetest.NewListener(ln, probetest.Faults{SyscallConnErr: errors.New("no descriptor here")}))
 	for range 5 {
 		status, body, err := kubeletProbe(addr, "/healthz")
 		require.NoError(t, err, "a liveness probe while the log sink is blocked")
@@ -594,14 +595,6 @@ func TestBlockedLogSinkHoldsNoAcceptBack(t *testing.T) {
 	assert.Contains(t, logs, `level=WARN msg="health: cannot defer accept; silent clients will be accepted at once" err="no descriptor here"`)
 }
 
-// undeferrableListener is a TCP listener whose descriptor cannot be had,
-// so that Serve cannot defer accept on it, and warns.
-type undeferrableListener struct{ *net.TCPListener }
-
-func (undeferrableListener) SyscallConn() (syscall.RawConn, error) {
-	return nil, errors.New("no descriptor here")
-}
-
 // TestDetachedLogHandlerPanic: a handler that panics on a line Serve
 // queues (here its start line) costs that line, not the process: the
 // queue's own goroutine recovers, and the lines after it are written.
@@ -609,24 +602,28 @@ func (undeferrableListener) SyscallConn() (syscall.RawConn, error) {
 // the drain path.
 func TestDetachedLogHandlerPanic(t *testing.T) {
 	logs := &logBuffer{}
-	h := panicOnce{Handler: slog.NewTextHandler(logs, nil), msg: "health: serving probes"}
-	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(&h))
+	h := &panicOnce{Handler: slog.NewTextHandler(logs, nil), msg: "health: serving probes"}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(h))
 	logs.server = s
 	setLatches(s)
 	_, stop := startServing(t, s)
 	require.NoError(t, stop())
 	assert.NotContains(t, logs.String(), "health: serving probes")
 	assert.Contains(t, logs.String(), "health: stopped serving probes")
+	assert.Equal(t, int32(1), h.panics.Load(), "the handler panicked, on the start line")
 }
 
-// panicOnce panics on the records whose message is msg.
+// panicOnce panics on the records whose message is msg, and counts its
+// panics.
 type panicOnce struct {
 	slog.Handler
-	msg string
+	msg    string
+	panics atomic.Int32
 }
 
 func (h *panicOnce) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == h.msg {
+		h.panics.Add(1)
 		panic("PLANTED handler bug")
 	}
 	return h.Handler.Handle(ctx, r)

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meshnode/health/internal/listener"
+	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -150,21 +152,7 @@ func TestServeShutsDownDespiteStalledClients(t *testing.T) {
 	}
 }
 
-// failingListener fails on its own after its first connection.
-type failingListener struct {
-	net.Listener
-	accepted int
-}
-
 var errListenerBroke = errors.New("listener broke")
-
-func (l *failingListener) Accept() (net.Conn, error) {
-	if l.accepted > 0 {
-		return nil, errListenerBroke
-	}
-	l.accepted++
-	return l.Listener.Accept()
-}
 
 // TestServeReturnsListenerFailure serves a listener that fails on its own
 // while a connection it accepted is held open: Serve returns the
@@ -180,22 +168,28 @@ func TestServeReturnsListenerFailure(t *testing.T) {
 	_, err = io.WriteString(held, "GET /healthz HTTP/1.1\r\n") // stalled, held open
 	require.NoError(t, err)
 
-	err = s.Serve(context.Background(), &failingListener{Listener: inner})
+	// Serve is called, not started: that it returns on its own is the point.
+	err = s.Serve(context.Background(), probetest.NewListener(inner, probetest.Faults{FailAfter: 1, Err: errListenerBroke}))
 	require.ErrorIs(t, err, errListenerBroke)
 	assert.Contains(t, err.Error(), inner.Addr().String())
 	goleak.VerifyNone(t) // what this test is about: nothing left running
 	assertClosedByServer(t, held, "the connection it had accepted")
 }
 
-// TestStalledConnectionIsClosed sends half a request: the header timeout
-// closes the connection, unanswered.
+// TestStalledConnectionIsClosed sends half a request: the header timeout,
+// 2 s from accept, closes the connection unanswered, not before and at
+// most a second after.
 func TestStalledConnectionIsClosed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out the header timeout, 2 s")
 	}
+	const headerTimeout = 2 * time.Second // the contract's
 	addr := serveReady(t)
-	got := exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
-	assert.NotContains(t, got, "200 OK")
+	start := time.Now() // before the accept, which the request's first byte brings
+	got := probetest.Exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n", headerTimeout+time.Second)
+	elapsed := time.Since(start)
+	assert.Empty(t, got, "closed unanswered")
+	assert.GreaterOrEqual(t, elapsed, headerTimeout, "closed before the header timeout")
 }
 
 func TestOneRequestPerConnection(t *testing.T) {

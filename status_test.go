@@ -3,7 +3,6 @@ package health
 import (
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -203,15 +202,55 @@ func TestStatusConns(t *testing.T) {
 	}
 }
 
-// TestStatusIsASnapshot checks that Status hands out a copy: a caller that
-// changes its Unmet changes nothing the next caller sees.
+// TestStatusIsASnapshot checks that Status hands out copies: a caller
+// that changes any slice it got changes nothing that anyone else reads:
+// the next Status, Ready, which reads the verdict Unmet is taken from,
+// and the readiness table Unmet's sentinels come from, which Conditions
+// hands out and every later verdict reads. (The handler's answers are
+// built once, from the table's texts, so no Status can reach them.)
 func TestStatusIsASnapshot(t *testing.T) {
 	s, _ := newTestServer(t)
 	st := s.Status()
-	require.NotEmpty(t, st.Unmet)
+	// The first rows of the table, where a slice of the table itself
+	// would do for Unmet.
+	require.Equal(t, []error{ErrRegistrationPending, ErrDataPlanePending}, st.Unmet)
+	for i := range st.Unmet {
+		st.Unmet[i] = errors.New("changed by a caller")
+	}
+	assert.Equal(t, []error{ErrRegistrationPending, ErrDataPlanePending}, s.Status().Unmet, "the next Status")
+	assert.Equal(t, ErrRegistrationPending, s.Ready(), "Ready")
+	assert.Equal(t, []error{ErrRegistrationPending, ErrDataPlanePending, ErrDataPlaneCheckPending, ErrDataPlaneLost,
+		ErrDataPlaneStalled, ErrDeliveryStopped, ErrDeliveryDegraded, ErrSubsystemStopped, ErrSubsystemUnresponsive},
+		Conditions(), "the readiness table")
+	s.SetRegistered()
+	assert.Equal(t, ErrDataPlanePending, s.Ready(), "a verdict made since")
+	assert.Equal(t, []error{ErrDataPlanePending}, s.Status().Unmet, "a verdict made since")
+
+	w := s.Watch("loop", time.Hour)
+	defer w.Stop()
+	s.SetSubsystemStopped("route-sync")
+	// What each slice holds, written out: a Status taken to compare
+	// with would share whatever this one shares.
+	unmet := []error{ErrDataPlanePending, ErrSubsystemStopped, ErrSubsystemUnresponsive}
+	watchdogs := []WatchdogStatus{{Name: "loop", Timeout: time.Hour, Overdue: true}}
+	totals := []WatchdogTotals{{Name: "loop"}}
+	stopped := []string{"route-sync"}
+	st = s.Status()
+	require.Equal(t, unmet, st.Unmet)
+	require.Equal(t, watchdogs, st.Watchdogs)
+	require.Equal(t, totals, st.WatchdogTotals)
+	require.Equal(t, stopped, st.Stopped)
 	st.Unmet[0] = errors.New("changed by a caller")
-	assert.Equal(t, ErrRegistrationPending, s.Status().Unmet[0])
-	assert.Equal(t, http.StatusServiceUnavailable, serve(s.Handler(), "GET", "/readyz").Code)
+	st.Watchdogs[0].Name = "changed by a caller"
+	st.WatchdogTotals[0].Name, st.WatchdogTotals[0].Beats = "changed by a caller", 99
+	st.Stopped[0] = "changed by a caller"
+	next := s.Status()
+	assert.Equal(t, unmet, next.Unmet)
+	assert.Equal(t, watchdogs, next.Watchdogs)
+	assert.Equal(t, totals, next.WatchdogTotals)
+	assert.Equal(t, stopped, next.Stopped)
+	w.Beat()
+	assert.Equal(t, []WatchdogTotals{{Name: "loop", Beats: 1}}, s.Status().WatchdogTotals, "the totals count on from the Server's own")
 }
 
 // TestStatusCheckLastError steps a check through a failure, a pass, a

@@ -59,8 +59,11 @@ func TestVerboseFollowsReadiness(t *testing.T) {
 	assert.NotEqual(t, before, after)
 	assert.Contains(t, after, "[-]subsystems failed: subsystem stopped\n")
 
+	setCheckVerdict(s, checkVerdict{})
+	assert.Contains(t, serve(s.Handler(), http.MethodGet, "/readyz?verbose").Body.String(), "[+]data-plane-check ok\n", "a check set: its line")
 	s.SetDataPlaneCheck(t.Context(), nil)
-	assert.NotContains(t, serve(s.Handler(), http.MethodGet, "/readyz?verbose").Body.String(), "data-plane-check", "no check set: no line")
+	assert.Equal(t, "[+]registration ok\n[+]data-plane ok\n[-]event-delivery failed: event delivery stopped\n[-]subsystems failed: subsystem stopped\nreadyz check failed\n",
+		serve(s.Handler(), http.MethodGet, "/readyz?verbose").Body.String(), "the check removed: no line")
 }
 
 // TestVerboseQueries checks which queries ask for the verbose answer: the
@@ -104,7 +107,7 @@ func TestVerboseQueries(t *testing.T) {
 		{"=verbose", false},
 	}
 	for _, tc := range tests {
-		t.Run(tc.query, func(t *testing.T) {
+		t.Run("?"+tc.query, func(t *testing.T) {
 			values, _ := url.ParseQuery(tc.query)
 			require.Equal(t, tc.verbose, values.Has("verbose"), "the table agrees with url.ParseQuery")
 			assert.Equal(t, tc.verbose, hasQueryKey(tc.query, "verbose"))

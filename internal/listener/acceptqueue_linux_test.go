@@ -33,11 +33,11 @@ func TestAcceptQueued(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Less(t, time.Since(start), 10*time.Second, "without waiting out its wait")
 
-	queued, err = acceptQueued(struct{ net.Listener }{ln}, time.Minute) // its descriptor hidden, as by a wrapper
+	queued, err = acceptQueued(probetest.HideDescriptor(ln), time.Minute)
 	assert.True(t, queued, "not a socket it can poll")
 	assert.NoError(t, err, "nothing failed")
 
-	queued, err = acceptQueued(unpollableListener{ln}, time.Minute)
+	queued, err = acceptQueued(probetest.NewListener(ln, probetest.Faults{ControlErr: errCannotPoll}), time.Minute)
 	assert.True(t, queued, "a socket it failed to poll")
 	assert.ErrorIs(t, err, errCannotPoll)
 }
@@ -70,20 +70,10 @@ func TestQueuedAfterPoll(t *testing.T) {
 	}
 }
 
-// errCannotPoll is unpollableListener's failure.
+// errCannotPoll is the failure of a socket whose descriptor cannot be
+// reached, so that acceptQueued's poll fails, as it would on an error of
+// ppoll's.
 var errCannotPoll = errors.New("cannot poll")
-
-// unpollableListener is a socket whose descriptor cannot be reached, so
-// that acceptQueued's poll fails, as it would on an error of ppoll's.
-type unpollableListener struct{ net.Listener }
-
-func (l unpollableListener) SyscallConn() (syscall.RawConn, error) {
-	return unpollableRawConn{}, nil
-}
-
-type unpollableRawConn struct{ syscall.RawConn }
-
-func (unpollableRawConn) Control(func(uintptr)) error { return errCannotPoll }
 
 // TestOutOfDescriptorsCannotTellIsLogged: when Accept cannot tell whether
 // a connection waits, it makes room as if one did, which may close a
@@ -91,8 +81,8 @@ func (unpollableRawConn) Control(func(uintptr)) error { return errCannotPoll }
 func TestOutOfDescriptorsCannotTellIsLogged(t *testing.T) {
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	counting := &countingListener{Listener: unpollableListener{ln}, limit: 16, outOfFDsAt: 1}
-	s := serveReadyOn(t, counting, 16, 0)
+	counting := probetest.NewListener(ln, probetest.Faults{ControlErr: errCannotPoll, Limit: 16, OutOfDescriptorsAt: 1})
+	s := serveTest(t, counting, Options{Limit: 16})
 	addr, logs := s.addr, s.logs
 	for range 3 {
 		dialStalled(t, addr)
@@ -113,17 +103,16 @@ func TestOutOfDescriptorsCannotTellIsLogged(t *testing.T) {
 func TestOutOfDescriptorsWithNobodyConnecting(t *testing.T) {
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	counting := &countingListener{Listener: ln, limit: 16, outOfFDsAt: 3}
-	s := serveReadyOn(t, counting, 16, 0)
+	counting := probetest.NewListener(ln, probetest.Faults{Limit: 16, OutOfDescriptorsAt: 3})
+	s := serveTest(t, counting, Options{Limit: 16})
 	addr, logs := s.addr, s.logs
 	for range 3 {
 		dialStalled(t, addr)
 	}
-	_, _, before := counting.counts()
+	before := counting.Counts().OutOfDescriptors
 	start := time.Now()
 	probetest.Eventually(t, func() bool {
-		_, _, outOfFDs := counting.counts()
-		return outOfFDs >= before+20 || s.counters.Evicted.Load() > 0
+		return counting.Counts().OutOfDescriptors >= before+20 || s.counters.Evicted.Load() > 0
 	}, "Accept coming round with no descriptor left")
 	assert.Zero(t, s.counters.Evicted.Load(), "closed for nobody")
 	assert.Equal(t, 1, probetest.Count(logs.String(), "health: out of file descriptors"), "said once, though nothing was closed")

@@ -19,19 +19,39 @@ import (
 	"github.com/meshnode/health/internal/probetest"
 )
 
-// TestDeferredAcceptFromTheStart checks that Serve has the kernel hold
-// silent connections from its first moment, not only once a flood has
-// begun: a probe that writes late must survive the first seconds of one.
+// TestDeferredAcceptFromTheStart checks that the kernel holds silent
+// connections from the first moment, not only once a flood has begun, so
+// that a probe that writes late survives the first seconds of one:
+// Listen's socket defers accept before any Serve (a client that connects
+// between the agent's Listen and its Serve is held too), and Serve defers
+// it on a listener made without, as net.Listen makes one, before it takes
+// a connection.
 func TestDeferredAcceptFromTheStart(t *testing.T) {
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	s := serveTest(t, maxConns)
+	t.Cleanup(func() { _ = ln.Close() })
+	// The kernel reports the wait rounded up to its retransmission
+	// schedule: 31 s for the 30 asked. A wait as short as the header
+	// timeout's (3 s once rounded) would let silent clients come back
+	// through Accept ten times as often.
+	assert.GreaterOrEqual(t, deferAcceptSeconds(t, ln), 30, "Listen's TCP_DEFER_ACCEPT, before Serve")
+
+	plain := probetest.Listen(t)
+	require.Zero(t, deferAcceptSeconds(t, plain), "net.Listen defers nothing")
+	s := serveTest(t, plain, Options{})
 	// A probe answered proves Serve is past its setup.
 	status, _, err := probetest.KubeletProbe(s.addr, "/healthz")
 	require.NoError(t, err)
 	require.Equal(t, 200, status)
+	assert.GreaterOrEqual(t, deferAcceptSeconds(t, plain), 30, "TCP_DEFER_ACCEPT as Serve set it")
+	require.NoError(t, s.stop())
+	assert.Zero(t, probetest.Count(s.logs.String(), "cannot defer accept"))
+}
 
-	rc, err := ln.(*net.TCPListener).SyscallConn()
+// deferAcceptSeconds is ln's TCP_DEFER_ACCEPT, as the kernel reports it.
+func deferAcceptSeconds(t *testing.T, ln net.Listener) int {
+	t.Helper()
+	rc, err := ln.(syscall.Conn).SyscallConn()
 	require.NoError(t, err)
 	var seconds int
 	var serr error
@@ -39,13 +59,7 @@ func TestDeferredAcceptFromTheStart(t *testing.T) {
 		seconds, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT)
 	}))
 	require.NoError(t, serr)
-	// The kernel reports the wait rounded up to its retransmission
-	// schedule: 31 s for the 30 asked. A wait as short as the header
-	// timeout's (3 s once rounded) would let silent clients come back
-	// through Accept ten times as often.
-	assert.GreaterOrEqual(t, seconds, 30, "TCP_DEFER_ACCEPT")
-	require.NoError(t, s.stop())
-	assert.Zero(t, probetest.Count(s.logs.String(), "cannot defer accept"))
+	return seconds
 }
 
 // TestSlowProbeSurvivesChurn is probeflood's load 4 in miniature, where
@@ -57,7 +71,7 @@ func TestDeferredAcceptFromTheStart(t *testing.T) {
 func TestSlowProbeSurvivesChurn(t *testing.T) {
 	floodTest(t)
 	const limit = 16
-	addr := serveReadyLimited(t, limit, -1).addr
+	addr := serveTest(t, nil, Options{Limit: limit, room: -1}).addr
 
 	first := make([]net.Conn, limit)
 	for i := range first {

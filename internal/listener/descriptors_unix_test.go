@@ -20,17 +20,17 @@ func TestOutOfDescriptorsMakesRoom(t *testing.T) {
 	floodTest(t)
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	counting := &countingListener{Listener: ln, limit: 16, outOfFDsAt: 3}
-	s := serveReadyOn(t, counting, 16, 0)
+	counting := probetest.NewListener(ln, probetest.Faults{Limit: 16, OutOfDescriptorsAt: 3})
+	s := serveTest(t, counting, Options{Limit: 16})
 	addr, logs := s.addr, s.logs
 
 	stop := flood(t, addr, 32, stalled)
 	probetest.Eventually(t, func() bool { return s.counters.Evicted.Load() > 0 }, "the flood evicting")
 	assertProbesAnswered(t, addr, 10)
 	stop()
-	maxOpen, _, outOfFDs := counting.counts()
-	assert.Equal(t, 3, maxOpen)
-	assert.Positive(t, outOfFDs, "accept ran out of descriptors")
+	counts := counting.Counts()
+	assert.Equal(t, 3, counts.MaxOpen)
+	assert.Positive(t, counts.OutOfDescriptors, "accept ran out of descriptors")
 	assert.Equal(t, 1, probetest.Count(logs.String(), `level=WARN msg="health: out of file descriptors; closing the oldest connections that have not sent a whole request"`), logs.String())
 	assert.Zero(t, probetest.Count(logs.String(), "Accept error"), "net/http's retry line, once per retry")
 	assert.Positive(t, s.counters.Evicted.Load())

@@ -2,12 +2,10 @@ package listener
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,20 +24,9 @@ import (
 // values (1.27 on), does a header over that cap, which Serve refuses for
 // its lines; on an older Go, net/http lets it through.
 func TestResponse431IsNetHTTPs(t *testing.T) {
-	stockLn, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	stock := &http.Server{Handler: http.NotFoundHandler(), MaxHeaderBytes: maxHeaderBytes, ReadHeaderTimeout: headerTimeout}
 	stock.SetKeepAlivesEnabled(false) // as Serve: one request, then close
-	served := make(chan error, 1)
-	go func() { served <- stock.Serve(stockLn) }()
-	t.Cleanup(func() {
-		// Shutdown waits out the 500 ms net/http lingers after its 431.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		assert.NoError(t, stock.Shutdown(ctx))
-		assert.ErrorIs(t, <-served, http.ErrServerClosed)
-	})
-	stockAddr, healthAddr := stockLn.Addr().String(), serveReadyLimited(t, maxConns, 0).addr
+	stockAddr, healthAddr := probetest.ServeHTTP(t, stock, nil), serveTest(t, nil, Options{}).addr
 
 	bigHeader := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", maxHeaderBytes+4<<10) + "\r\n\r\n"
 	assert.Equal(t, response431, exchange(t, stockAddr, bigHeader), "net/http")
@@ -54,23 +41,31 @@ func TestResponse431IsNetHTTPs(t *testing.T) {
 	}
 }
 
+// TestOversizedHeaderNeverOK sends headers past the cap while it goes on
+// writing, up to a megabyte: the answer is net/http's 431, whole, however
+// much of the header the server saw before it refused it, and never an
+// empty close.
 func TestOversizedHeaderNeverOK(t *testing.T) {
-	addr := serveReadyLimited(t, maxConns, 0).addr
-	for _, size := range []int{9 << 10, 64 << 10, 1 << 20} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
+	addr := serveTest(t, nil, Options{}).addr
+	for _, tc := range []struct {
+		name string
+		size int
+	}{{"a 9 KiB header", 9 << 10}, {"a 64 KiB header", 64 << 10}, {"a 1 MiB header", 1 << 20}} {
+		t.Run(tc.name, func(t *testing.T) {
 			c, err := net.Dial("tcp", addr)
 			require.NoError(t, err)
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			written := make(chan struct{})
 			go func() {
+				defer close(written)
 				// The server may close before all is written; that is the point.
-				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", size)+"\r\n\r\n")
+				_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("a", tc.size)+"\r\n\r\n")
 			}()
-			got, _ := io.ReadAll(c)
-			assert.NotContains(t, string(got), " 200 ")
-			if len(got) > 0 {
-				assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 431 "), "%q", got)
-			}
+			got, _ := io.ReadAll(c) // a reset may follow the answer: the rest is unread
+			assert.Equal(t, response431, string(got))
+			_ = c.Close() // ends the write, if the server's close has not
+			<-written
 		})
 	}
 }
@@ -82,26 +77,16 @@ func TestOversizedHeaderAnswered431(t *testing.T) {
 	t.Run("refused at accept", func(t *testing.T) { testOversizedHeader(t, func(ln net.Listener) net.Listener { return ln }) })
 	// Without a socket to peek at, the limit on reads refuses it.
 	t.Run("refused on read", func(t *testing.T) {
-		testOversizedHeader(t, func(ln net.Listener) net.Listener { return opaqueListener{ln} })
+		testOversizedHeader(t, func(ln net.Listener) net.Listener {
+			return probetest.NewListener(ln, probetest.Faults{HideConnDescriptors: true})
+		})
 	})
-}
-
-// opaqueListener hides the socket of its connections, as a listener made
-// by other means than Listen may.
-type opaqueListener struct{ net.Listener }
-
-func (l opaqueListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return struct{ net.Conn }{c}, nil
 }
 
 func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	addr := serveReadyOn(t, wrap(ln), maxConns, 0).addr
+	addr := serveTest(t, wrap(ln), Options{}).addr
 	for _, size := range []int{maxRequestBytes, 9 << 10, 64 << 10} {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
@@ -139,11 +124,17 @@ func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 	}
 }
 
+// atOnce bounds a close the server makes at once: half the shortest hold
+// net/http would have instead (the 500 ms it lingers after refusing a
+// request or leaving its body unread; waiting for a body, its 2 s read
+// timeout), and far above a close's scheduling delay, even under -race.
+const atOnce = 250 * time.Millisecond
+
 // TestUndrainedBodiesAreClosedAtOnce checks that a request with a body is
 // answered and its connection closed without waiting for the body: left to
 // net/http, each would hold its slot, unevictable, for the read timeout.
 func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
-	s := serveReadyLimited(t, 4, 0)
+	s := serveTest(t, nil, Options{Limit: 4})
 	addr := s.addr
 	for i := 0; i < 8; i++ {
 		c, err := net.Dial("tcp", addr)
@@ -155,18 +146,56 @@ func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
 		require.NoError(t, err, "client %d", i)
 		_ = resp.Body.Close()
 		assert.Equal(t, 405, resp.StatusCode, "client %d", i)
-		assert.True(t, probetest.ClosedByServer(c), "client %d", i)
+		assert.True(t, probetest.ClosedWithin(c, atOnce), "client %d: not closed within %v of its answer", i, atOnce)
 		_ = c.Close()
 	}
 	probetest.Eventually(t, func() bool { return s.counters.Held.Load() == 0 }, "every slot released")
 	assert.Zero(t, s.counters.Evicted.Load(), "closed by the server after the answer, not evicted")
 }
 
+// TestLingerersAreClosedAtOnce sends, one at a time, each request that
+// net/http would hold after reading it (hostile.Client.Lingers): each is
+// answered and closed at once, or reset by its client, and its slot freed
+// without an eviction, with a waiting room and without.
+func TestLingerersAreClosedAtOnce(t *testing.T) {
+	lingerers := 0
+	for _, hc := range hostile.Clients() {
+		if !hc.Lingers {
+			continue
+		}
+		lingerers++
+		for _, room := range rooms {
+			t.Run(room.name+"/"+hc.Name, func(t *testing.T) {
+				s := serveTest(t, nil, Options{Limit: 1, room: room.size})
+				c, err := net.Dial("tcp", s.addr)
+				require.NoError(t, err)
+				defer c.Close()
+				_, _ = io.WriteString(c, hc.Request) // the server may close before all is written
+				sent := time.Now()
+				if hc.Then == hostile.Reset {
+					require.NoError(t, c.(*net.TCPConn).SetLinger(0))
+					_ = c.Close()
+				} else {
+					assert.True(t, probetest.ClosedWithin(c, atOnce), "not closed within %v of the request", atOnce)
+				}
+				for s.counters.Held.Load() != 0 && time.Since(sent) < atOnce {
+					time.Sleep(time.Millisecond) // the slot is freed by its goroutine's end, which nothing marks
+				}
+				assert.Zero(t, s.counters.Held.Load(), "the slot not freed within %v of the request", atOnce)
+				assert.Zero(t, s.counters.Evicted.Load(), "closed, not evicted")
+			})
+		}
+	}
+	assert.GreaterOrEqual(t, lingerers, 3, "OPTIONS *, a body never sent, a 431")
+}
+
 // TestNothingLingers floods a bound of a single connection, which is never
 // evicted while it is the newest, with requests that net/http would hold
 // after reading them, reading or waiting for a body, or sleeping 500 ms
-// before it closes. Each held slot would queue the probe behind every
-// client, 16 deep; answered and closed at once, none does.
+// before it closes. Each held slot would queue a probe that needs the slot
+// behind every client, 16 deep; answered and closed at once, none does.
+// With a waiting room, the kubelet's probes are answered at accept,
+// whatever the slot holds, so slot probes are what the flood would delay.
 func TestNothingLingers(t *testing.T) {
 	floodTest(t)
 	lingerers := 0
@@ -176,7 +205,7 @@ func TestNothingLingers(t *testing.T) {
 		}
 		lingerers++
 		for _, room := range rooms {
-			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 1, room.size, 16, 4) })
+			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 1, room.size, 16, 4, 4) })
 		}
 	}
 	assert.GreaterOrEqual(t, lingerers, 3, "OPTIONS *, a body never sent, a 431")

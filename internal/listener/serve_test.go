@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,20 +118,27 @@ type served struct {
 	stop     func() error // cancels Serve and returns its result
 }
 
-// serveTest serves fakeProbes with a bound of limit slots.
-func serveTest(t *testing.T, limit int) *served {
+// serveTest is the one way the package's tests run Serve: it serves
+// fakeProbes, ready, on ln, or on a fresh listener of Listen's on
+// 127.0.0.1:0 for a nil ln, with opts' Limit (maxConns for 0) and room
+// (see Options.room), and opts' Handler for net/http if it has one; the
+// test's cleanup stops it (see probetest.Start).
+func serveTest(t *testing.T, ln net.Listener, opts Options) *served {
 	t.Helper()
-	ln, err := Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	return serveTestWith(t, ln, Options{Limit: limit})
-}
-
-// serveTestWith serves fakeProbes on ln with opts' Limit and room; the
-// test's cleanup stops it.
-func serveTestWith(t *testing.T, ln net.Listener, opts Options) *served {
-	t.Helper()
+	if ln == nil {
+		var err error
+		ln, err = Listen("127.0.0.1:0")
+		require.NoError(t, err)
+	}
+	if opts.Limit == 0 {
+		opts.Limit = maxConns
+	}
 	s := &served{addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer)}
-	opts.Handler, opts.Answer, opts.Counters, opts.Log = s.probes, s.probes.answer, s.counters, logTo(s.logs)
+	s.probes.ready.Store(true)
+	if opts.Handler == nil {
+		opts.Handler = s.probes
+	}
+	opts.Answer, opts.Counters, opts.Log = s.probes.answer, s.counters, logTo(s.logs)
 	s.stop = probetest.Start(t, func(ctx context.Context) error { return Serve(ctx, ln, opts) })
 	return s
 }
@@ -168,6 +176,81 @@ func TestCountEviction(t *testing.T) {
 	assert.True(t, before <= stamped && stamped <= after, "%d is not within [%d, %d]", stamped, before, after)
 }
 
+// TestShutdownClosesWhatWaits: connections without a whole request have
+// nothing to answer, so Serve's shutdown closes them at once, in the
+// waiting room or in slots, rather than wait out their header timeout.
+func TestShutdownClosesWhatWaits(t *testing.T) {
+	for _, room := range []struct {
+		name string
+		size int
+	}{{"room", 0}, {"no room", -1}} {
+		t.Run(room.name, func(t *testing.T) {
+			s := serveTest(t, nil, Options{Limit: 8, room: room.size})
+			var conns []net.Conn
+			for range 4 {
+				conns = append(conns, dialStalled(t, s.addr))
+			}
+			probetest.Eventually(t, func() bool { return s.counters.Accepted.Load() == 4 }, "the stalled clients accepted")
+			start := time.Now()
+			require.NoError(t, s.stop())
+			assert.Less(t, time.Since(start), headerTimeout/2, "Serve's shutdown, with only stalled clients")
+			for i, c := range conns {
+				assert.True(t, probetest.ClosedWithin(c, atOnce), "client %d closed by the shutdown", i)
+			}
+			assert.Zero(t, s.counters.Evicted.Load(), "a shutdown is no eviction")
+		})
+	}
+}
+
+// TestShutdownBound: a request still being answered when ctx ends is given
+// shutdownBound, not less, and the contract's 5 s at most (a second's
+// margin); then its connection is closed, not abandoned, the bound is
+// logged once, and Serve returns as soon as the handler does.
+func TestShutdownBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the shutdown bound, 5 s")
+	}
+	const contractBound = 5 * time.Second
+	require.LessOrEqual(t, shutdownBound, contractBound)
+	entered, release := make(chan struct{}), make(chan struct{})
+	s := serveTest(t, nil, Options{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		close(entered)
+		<-release
+	})})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the server's cleanup: Serve can then return
+	c, err := net.Dial("tcp", s.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, slotProbe) // net/http's, so the handler's
+	require.NoError(t, err)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the handler")
+	}
+
+	start := time.Now()
+	returned := make(chan error, 1)
+	go func() { returned <- s.stop() }()
+	require.True(t, probetest.ClosedWithin(c, contractBound+time.Second), "not closed within a second of the contract's bound")
+	assert.GreaterOrEqual(t, time.Since(start), shutdownBound, "closed before the bound")
+	select {
+	case err := <-returned:
+		t.Fatalf("Serve returned (%v) while its handler still runs", err)
+	default:
+	}
+	unblock()
+	select {
+	case err := <-returned:
+		assert.NoError(t, err)
+	case <-time.After(time.Second):
+		t.Fatal("Serve did not return within a second of its handler")
+	}
+	assert.Equal(t, 1, probetest.Count(s.logs.String(), `level=WARN msg="health: shutdown bound reached; closing the connections still open" bound=5s`), s.logs.String())
+}
+
 // dialAll opens n connections to addr from 8 goroutines at once, each
 // writing req, and returns them, closed at the test's end.
 func dialAll(t *testing.T, addr string, n int, req string) []net.Conn {
@@ -200,4 +283,100 @@ func dialAll(t *testing.T, addr string, n int, req string) []net.Conn {
 	wg.Wait()
 	require.NotContains(t, conns, nil, "every client connected")
 	return conns
+}
+
+// roomRig drives a limiter without net/http, so that every close is
+// the limiter's (its waiting room's, where it has one, or its short
+// path's) and every connection that leaves it for net/http is seen:
+// Accept's returns arrive on handed.
+type roomRig struct {
+	t        *testing.T
+	addr     string
+	l        *connLimiter
+	probes   *fakeProbes
+	counters *Counters
+	logs     *probetest.LogBuffer
+	handed   chan net.Conn
+}
+
+// newRoomRig runs a limiter with a waiting room of size (see
+// Options.room) on ln, or on a fresh listener of Listen's for a nil ln;
+// a room of a positive size must be made.
+func newRoomRig(t *testing.T, ln net.Listener, size int) *roomRig {
+	t.Helper()
+	if ln == nil {
+		var err error
+		ln, err = Listen("127.0.0.1:0")
+		require.NoError(t, err)
+	}
+	r := &roomRig{t: t, addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer), handed: make(chan net.Conn, 64)}
+	r.l = newConnLimiter(ln, maxConns, Options{Answer: r.probes.answer, Counters: r.counters, Log: logTo(r.logs), room: size})
+	if size > 0 {
+		require.NotNil(t, r.l.room, r.logs.String())
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			nc, err := r.l.Accept()
+			if err != nil {
+				return
+			}
+			r.handed <- nc
+		}
+	}()
+	t.Cleanup(func() {
+		_ = r.l.Close()
+		for {
+			select {
+			case nc := <-r.handed:
+				r.release(nc) // the room hands on clients that shut their side
+				continue
+			case <-done:
+			}
+			break
+		}
+		for len(r.handed) > 0 { // handed before done, if select chose done
+			r.release(<-r.handed)
+		}
+		r.l.wait()
+	})
+	return r
+}
+
+// release closes a connection handed on, as net/http's goroutine would.
+func (r *roomRig) release(nc net.Conn) {
+	_ = nc.Close()
+	r.l.trackState(nc, http.StateClosed)
+}
+
+func (r *roomRig) waiting() int {
+	r.l.room.mu.Lock()
+	defer r.l.room.mu.Unlock()
+	return r.l.room.waiting.len
+}
+
+// partialProbe is a probe's request but its last byte.
+var partialProbe = probeRequest[:len(probeRequest)-1]
+
+// dial connects and writes what.
+func (r *roomRig) dial(what string) net.Conn {
+	r.t.Helper()
+	c, err := net.Dial("tcp", r.addr)
+	require.NoError(r.t, err)
+	r.t.Cleanup(func() { _ = c.Close() })
+	if what != "" {
+		_, err = io.WriteString(c, what)
+		require.NoError(r.t, err)
+	}
+	return c
+}
+
+// dialWaiting connects, writes part of a header, and returns once the
+// connection waits in the room, which is then n long.
+func (r *roomRig) dialWaiting(n int) net.Conn {
+	r.t.Helper()
+	c := r.dial(partialProbe)
+	probetest.Eventually(r.t, func() bool { return r.waiting() == n }, "the connection waiting")
+	return c
 }

@@ -38,19 +38,11 @@ func TestParsePlainProbe(t *testing.T) {
 }
 
 // serveReference serves p as Serve's net/http does, but without the
-// limiter and so without the short path, on a fresh loopback listener.
+// limiter and so without the short path, on ln, or a fresh loopback
+// listener for a nil ln.
 func serveReference(t testing.TB, p *fakeProbes, ln net.Listener) string {
-	srv := newHTTPServer(p, discardLog)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-done
-	})
-	return ln.Addr().String()
+	t.Helper()
+	return probetest.ServeHTTP(t, newHTTPServer(p, discardLog), ln)
 }
 
 // TestShortPathMatchesNetHTTP is the differential test: ready and not,
@@ -65,13 +57,11 @@ func TestShortPathMatchesNetHTTP(t *testing.T) {
 	}
 	for _, ready := range []bool{false, true} {
 		t.Run(map[bool]string{false: "not ready", true: "ready"}[ready], func(t *testing.T) {
-			s := serveTest(t, maxConns)
+			s := serveTest(t, nil, Options{})
 			s.probes.ready.Store(ready)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
 			reference := new(fakeProbes)
 			reference.ready.Store(ready)
-			refAddr := serveReference(t, reference, ln)
+			refAddr := serveReference(t, reference, nil)
 			for _, raw := range reqs {
 				want := probetest.MaskDate(t, exchange(t, refAddr, raw))
 				got := probetest.MaskDate(t, exchange(t, s.addr, raw))
@@ -92,8 +82,7 @@ func TestShortPathMatchesNetHTTP(t *testing.T) {
 // with the request unread, the kernel would have reset the connection and
 // the answer would be lost.
 func TestShortPathClosesCleanly(t *testing.T) {
-	s := serveTest(t, maxConns)
-	s.probes.ready.Store(true)
+	s := serveTest(t, nil, Options{})
 	const clients = 200
 	req := "GET /readyz?verbose HTTP/1.1\r\nHost: x\r\n" + probetest.ManyHeaders(40) + "\r\n"
 	conns := dialAll(t, s.addr, clients, req)

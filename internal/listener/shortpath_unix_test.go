@@ -4,8 +4,6 @@ package listener
 
 import (
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -22,38 +20,12 @@ import (
 // connection, and every other request's connection is returned by Accept,
 // untouched, for net/http.
 func TestShortPathTakesOnlyPlainProbes(t *testing.T) {
-	probes, counters := new(fakeProbes), new(Counters)
+	r := newRoomRig(t, nil, 0) // the room where there is one
+	probes, counters := r.probes, r.counters
 	probes.ready.Store(true)
-	ln, err := Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	l := newConnLimiter(ln, maxConns, Options{Answer: probes.answer, Counters: counters, Log: discardLog})
-	accepted := make(chan net.Conn)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- nc
-		}
-	}()
-	defer func() {
-		_ = l.Close()
-		<-done
-	}()
-
-	send := func(raw string) net.Conn {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		require.NoError(t, err)
-		_, err = io.WriteString(c, raw)
-		require.NoError(t, err)
-		return c
-	}
 	plain := probetest.PlainProbes()
 	for _, raw := range plain {
-		c := send(raw)
+		c := r.dial(raw)
 		answered := make(chan string, 1)
 		go func() {
 			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -63,20 +35,19 @@ func TestShortPathTakesOnlyPlainProbes(t *testing.T) {
 		select {
 		case answer := <-answered:
 			assert.Regexp(t, `^HTTP/1\.[01] 200 OK\r\n`, answer, "%q", raw)
-		case nc := <-accepted:
+		case nc := <-r.handed:
 			t.Errorf("%q reached net/http", raw)
-			_ = nc.Close()
+			r.release(nc)
 			<-answered
 		}
 		_ = c.Close()
 	}
 	for _, tc := range probetest.NotPlainProbes {
-		c := send(tc.Raw)
+		c := r.dial(tc.Raw)
 		select {
-		case nc := <-accepted:
+		case nc := <-r.handed:
 			assert.Equal(t, c.LocalAddr().String(), nc.RemoteAddr().String(), "%s: %q", tc.Name, tc.Raw)
-			l.trackState(nc, http.StateClosed) // as net/http's goroutine would
-			_ = nc.Close()
+			r.release(nc)
 		case <-time.After(10 * time.Second):
 			t.Errorf("%s: %q never reached net/http", tc.Name, tc.Raw)
 		}

@@ -5,9 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
+	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,22 +54,6 @@ var rooms = []struct {
 	name string
 	size int
 }{{"room", 0}, {"small room", 16}, {"no room", -1}}
-
-// serveReadyLimited serves ready fakeProbes with a bound of limit slots
-// and a waiting room of room (see Options.room).
-func serveReadyLimited(t *testing.T, limit, room int) *served {
-	t.Helper()
-	ln, err := Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	return serveReadyOn(t, ln, limit, room)
-}
-
-func serveReadyOn(t *testing.T, ln net.Listener, limit, room int) *served {
-	t.Helper()
-	s := serveTestWith(t, ln, Options{Limit: limit, room: room})
-	s.probes.ready.Store(true)
-	return s
-}
 
 // assertProbesAnswered sends n kubelet probes, alternating endpoints, and
 // expects each to be answered 200 ok.
@@ -128,6 +111,22 @@ func flood(t *testing.T, addr string, n int, client hostile.Client) (stop func()
 	return stop
 }
 
+// TestSlotHeaderTimeout: where no room holds what waits (outside Linux),
+// a connection with half a request waits in its slot, and net/http's
+// header timeout, 2 s from accept, closes it unanswered, not before and
+// at most a second after, and frees the slot.
+func TestSlotHeaderTimeout(t *testing.T) {
+	s := serveTest(t, nil, Options{Limit: 8, room: -1})
+	start := time.Now() // before the accept, which the request's first byte brings
+	got := probetest.Exchange(t, s.addr, "GET /readyz HTTP/1.1\r\nHost: x\r\n", headerTimeout+time.Second)
+	elapsed := time.Since(start)
+	assert.Empty(t, got, "closed unanswered")
+	assert.GreaterOrEqual(t, elapsed, headerTimeout, "closed before the header timeout")
+	probetest.Eventually(t, func() bool { return s.counters.Held.Load() == 0 }, "the slot freed")
+	assert.Zero(t, s.counters.Evicted.Load(), "a timeout is no eviction")
+	assert.Zero(t, s.probes.answered())
+}
+
 // TestHostileClientsCannotCostAProbe floods a server whose every slot is
 // wanted, kind by kind, with clients that reconnect as soon as they are
 // closed, and probes while they do: each probe must be answered. A state
@@ -138,16 +137,22 @@ func TestHostileClientsCannotCostAProbe(t *testing.T) {
 	floodTest(t)
 	for _, room := range rooms {
 		for _, hc := range hostile.Clients() {
-			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 4, room.size, 128, 6) })
+			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 4, room.size, 128, 6, 0) })
 		}
 	}
 }
 
+// slotProbe is a probe that net/http answers, not the short path (it
+// declares an empty body), so it waits for a slot where a kubelet's
+// probe, answered at accept, may not.
+const slotProbe = "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+
 // floodAndProbe serves a bound of limit, floods it with clients of one
-// kind, and sends probes while they run: every probe is answered, every
-// slot is released once the flood ends, and nothing is logged as an error.
-func floodAndProbe(t *testing.T, client hostile.Client, limit, room, clients, probes int) {
-	s := serveReadyLimited(t, limit, room)
+// kind, and sends probes while they run, then as many slotProbes: every
+// probe is answered, every slot is released once the flood ends, and
+// nothing is logged as an error.
+func floodAndProbe(t *testing.T, client hostile.Client, limit, room, clients, probes, slotProbes int) {
+	s := serveTest(t, nil, Options{Limit: limit, room: room})
 	stop := flood(t, s.addr, clients, client)
 	if client.Request != "" {
 		// Probes answered before the flood holds every slot would prove
@@ -156,6 +161,11 @@ func floodAndProbe(t *testing.T, client hostile.Client, limit, room, clients, pr
 		probetest.Eventually(t, func() bool { return s.counters.Accepted.Load() >= uint64(2*limit) }, "the flood arriving")
 	}
 	assertProbesAnswered(t, s.addr, probes)
+	for i := range slotProbes {
+		// The kubelet's 5 s: a probe it would not have waited for fails.
+		got := probetest.Exchange(t, s.addr, slotProbe, 5*time.Second)
+		assert.True(t, strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n") && strings.HasSuffix(got, "\r\n\r\nok\n"), "slot probe %d: %q", i, got)
+	}
 	stop()
 	probetest.Eventually(t, func() bool { return s.counters.Held.Load() == 0 }, "every slot released")
 	assert.Zero(t, probetest.Count(s.logs.String(), "level=ERROR"), s.logs.String())
@@ -179,7 +189,7 @@ func TestHostileMix(t *testing.T) {
 			if tc.room > 0 && !hasRoom() {
 				t.Skip("no waiting room on this OS")
 			}
-			s := serveReadyLimited(t, 8, tc.room)
+			s := serveTest(t, nil, Options{Limit: 8, room: tc.room})
 			var stops []func()
 			for _, hc := range hostile.Clients() {
 				n := 16
@@ -202,81 +212,6 @@ func TestHostileMix(t *testing.T) {
 	}
 }
 
-// countingListener counts the sockets it has accepted and not yet closed,
-// and notes whenever Accept is called while limit of them are open: one
-// more would exceed the bound. With outOfFDsAt > 0, Accept fails as the
-// system does when descriptors run out once that many are open.
-type countingListener struct {
-	net.Listener
-	limit, outOfFDsAt int
-
-	mu                sync.Mutex
-	open, overLimit   int
-	outOfFDs, maxOpen int
-}
-
-func (l *countingListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	if l.open >= l.limit {
-		l.overLimit++
-	}
-	if l.outOfFDsAt > 0 && l.open >= l.outOfFDsAt {
-		l.outOfFDs++
-		l.mu.Unlock()
-		return nil, outOfDescriptorsError()
-	}
-	l.mu.Unlock()
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.open++
-	l.maxOpen = max(l.maxOpen, l.open)
-	return &countedConn{Conn: c, l: l}, nil
-}
-
-// SyscallConn lets Serve defer accept on the socket, as on Listen's, and
-// Accept ask whether a connection waits when it runs out of descriptors
-// (acceptQueued).
-func (l *countingListener) SyscallConn() (syscall.RawConn, error) {
-	return l.Listener.(syscall.Conn).SyscallConn()
-}
-
-func (l *countingListener) counts() (maxOpen, overLimit, outOfFDs int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.maxOpen, l.overLimit, l.outOfFDs
-}
-
-// outOfDescriptorsError is accept's error when the process has no
-// descriptor left.
-func outOfDescriptorsError() error {
-	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
-}
-
-type countedConn struct {
-	net.Conn
-	l    *countingListener
-	once sync.Once
-}
-
-// SyscallConn lets Serve peek at the request, as on an accepted TCP
-// connection.
-func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
-	return c.Conn.(syscall.Conn).SyscallConn()
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		c.l.open--
-		c.l.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
-
 // TestBoundNeverExceeded floods a bound of 2 with complete requests, which
 // are answered rather than evicted, so that every slot is often busy when
 // the next client arrives: Accept must wait for room before it takes the
@@ -286,8 +221,8 @@ func TestBoundNeverExceeded(t *testing.T) {
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
 	const limit = 2
-	counting := &countingListener{Listener: ln, limit: limit}
-	s := serveReadyOn(t, counting, limit, -1)
+	counting := probetest.NewListener(ln, probetest.Faults{Limit: limit})
+	s := serveTest(t, counting, Options{Limit: limit, room: -1})
 
 	// POST is no plain probe: net/http answers it, in a slot.
 	stopComplete := flood(t, s.addr, 32, hostile.Client{Name: "complete", Request: "POST /healthz HTTP/1.1\r\nHost: x\r\n\r\n"})
@@ -296,16 +231,16 @@ func TestBoundNeverExceeded(t *testing.T) {
 	assertProbesAnswered(t, s.addr, 10)
 	stopComplete()
 	stopStalled()
-	maxOpen, overLimit, _ := counting.counts()
-	assert.Equal(t, limit, maxOpen, "sockets held at once")
-	assert.Zero(t, overLimit, "times Accept was called with every slot's socket open")
+	counts := counting.Counts()
+	assert.Equal(t, limit, counts.MaxOpen, "sockets held at once")
+	assert.Zero(t, counts.OverLimit, "times Accept was called with every slot's socket open")
 }
 
 // TestStatusUnderFlood reads Serve's counters during and after a flood of
 // stalled clients in the slots: Evicted grows, an eviction's time is kept, Held never passes Limit, and once the flood ends Held returns to 0.
 func TestStatusUnderFlood(t *testing.T) {
 	floodTest(t)
-	s := serveReadyLimited(t, 8, -1)
+	s := serveTest(t, nil, Options{Limit: 8, room: -1})
 	stop := flood(t, s.addr, 64, stalled)
 	// Probes answered before the flood takes every slot would prove
 	// nothing, and leave Evicted at 0.

@@ -19,98 +19,6 @@ import (
 	"github.com/meshnode/health/internal/probetest"
 )
 
-// roomRig drives a limiter with a waiting room without net/http, so that
-// every close is the room's and every connection that leaves it for
-// net/http is seen: Accept's returns arrive on handed.
-type roomRig struct {
-	t        *testing.T
-	addr     string
-	l        *connLimiter
-	probes   *fakeProbes
-	counters *Counters
-	logs     *probetest.LogBuffer
-	handed   chan net.Conn
-}
-
-// newRoomRig serves a room of size on ln, or on a fresh listener of
-// Listen's for a nil ln.
-func newRoomRig(t *testing.T, ln net.Listener, size int) *roomRig {
-	t.Helper()
-	if ln == nil {
-		var err error
-		ln, err = Listen("127.0.0.1:0")
-		require.NoError(t, err)
-	}
-	r := &roomRig{t: t, addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer), handed: make(chan net.Conn, 64)}
-	r.l = newConnLimiter(ln, maxConns, Options{Answer: r.probes.answer, Counters: r.counters, Log: logTo(r.logs), room: size})
-	require.NotNil(t, r.l.room, r.logs.String())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := r.l.Accept()
-			if err != nil {
-				return
-			}
-			r.handed <- nc
-		}
-	}()
-	t.Cleanup(func() {
-		_ = r.l.Close()
-		for {
-			select {
-			case nc := <-r.handed:
-				r.release(nc) // the room hands on clients that shut their side
-				continue
-			case <-done:
-			}
-			break
-		}
-		for len(r.handed) > 0 { // handed before done, if select chose done
-			r.release(<-r.handed)
-		}
-		r.l.wait()
-	})
-	return r
-}
-
-// release closes a connection handed on, as net/http's goroutine would.
-func (r *roomRig) release(nc net.Conn) {
-	_ = nc.Close()
-	r.l.trackState(nc, http.StateClosed)
-}
-
-func (r *roomRig) waiting() int {
-	r.l.room.mu.Lock()
-	defer r.l.room.mu.Unlock()
-	return r.l.room.waiting.len
-}
-
-// partialProbe is a probe's request but its last byte.
-var partialProbe = probeRequest[:len(probeRequest)-1]
-
-// dial connects and writes what.
-func (r *roomRig) dial(what string) net.Conn {
-	r.t.Helper()
-	c, err := net.Dial("tcp", r.addr)
-	require.NoError(r.t, err)
-	r.t.Cleanup(func() { _ = c.Close() })
-	if what != "" {
-		_, err = io.WriteString(c, what)
-		require.NoError(r.t, err)
-	}
-	return c
-}
-
-// dialWaiting connects, writes part of a header, and returns once the
-// connection waits in the room, which is then n long.
-func (r *roomRig) dialWaiting(n int) net.Conn {
-	r.t.Helper()
-	c := r.dial(partialProbe)
-	probetest.Eventually(r.t, func() bool { return r.waiting() == n }, "the connection waiting")
-	return c
-}
-
 // TestRoomLetsGoOnceTheHeaderIsWhole: a connection waits, holding nothing
 // of net/http's, until its header is whole; then a plain probe is
 // answered by the short path and anything else handed to net/http.
@@ -154,11 +62,9 @@ func TestRoomHeaderDeadline(t *testing.T) {
 		{"nothing", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
 			// Without its descriptor, the limiter cannot defer accept:
 			// an empty connection is accepted at once.
-			r := newRoomRig(t, struct{ net.Listener }{ln}, 16)
+			r := newRoomRig(t, probetest.HideDescriptor(probetest.Listen(t)), 16)
 			start := time.Now() // before the accept, so before the deadline's start
 			c := r.dial(tc.send)
 			probetest.Eventually(t, func() bool { return r.waiting() == 1 }, "the connection waiting")
@@ -231,10 +137,9 @@ func TestRoomClientGoes(t *testing.T) {
 // TestRoomHalfClosedAsNetHTTP: part of a header, then the client's FIN,
 // gets from Serve what it gets from net/http.
 func TestRoomHalfClosedAsNetHTTP(t *testing.T) {
-	s := serveTest(t, maxConns)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	refAddr := serveReference(t, new(fakeProbes), ln)
+	s := serveTest(t, nil, Options{})
+	s.probes.ready.Store(false)
+	refAddr := serveReference(t, new(fakeProbes), nil) // not ready, as s
 	halfClosed := func(addr string) string {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
@@ -318,7 +223,7 @@ func TestRoomHoldsAFullCrowd(t *testing.T) {
 // coming, returns at once when its ctx ends, well within its bound.
 func TestShutdownUnderFlood(t *testing.T) {
 	floodTest(t)
-	s := serveReadyLimited(t, 8, 64)
+	s := serveTest(t, nil, Options{Limit: 8, room: 64})
 	stop := flood(t, s.addr, 256, stalled)
 	probetest.Eventually(t, func() bool { return s.counters.Evicted.Load() > 0 }, "the room full")
 	start := time.Now()
@@ -332,7 +237,7 @@ func TestShutdownUnderFlood(t *testing.T) {
 func TestNoRoomWithoutEpoll(t *testing.T) {
 	makePoller = func() (*poller, error) { return nil, errNoEpoll }
 	defer func() { makePoller = newPoller }()
-	s := serveReadyLimited(t, 2, 0)
+	s := serveTest(t, nil, Options{Limit: 2})
 	for range 4 {
 		dialStalled(t, s.addr)
 	}

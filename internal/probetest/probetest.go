@@ -139,8 +139,12 @@ func TCPPair(t testing.TB) (server, client net.Conn) {
 // ClosedByServer reads c until the server's close shows, EOF or a reset
 // (the server closed with request bytes unread), and reports false if it
 // did not within 10 s: the server kept the connection open.
-func ClosedByServer(c net.Conn) bool {
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+func ClosedByServer(c net.Conn) bool { return ClosedWithin(c, 10*time.Second) }
+
+// ClosedWithin is ClosedByServer with a bound of within, for a close that
+// is itself what a test times.
+func ClosedWithin(c net.Conn, within time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(within))
 	_, err := io.Copy(io.Discard, c)
 	return !isTimeout(err)
 }
