@@ -73,7 +73,6 @@ type connLimiter struct {
 	done       chan struct{} // closed once Serve stops taking connections
 	stopOnce   sync.Once
 	goroutines sync.WaitGroup // the accepting and the room's goroutines
-	budgetHeld int            // of the process's descriptor budget, until wait returns
 
 	mu         sync.Mutex
 	released   sync.Cond    // a slot was released, or shutdown began
@@ -126,8 +125,7 @@ func newConnLimiter(ln net.Listener, limit int, opts Options) *connLimiter {
 	}
 	size := opts.room
 	if size == 0 {
-		size = reserveRoom(softDescriptorLimit(), limit)
-		l.budgetHeld = limit + size
+		size = roomSize(softDescriptorLimit(), limit)
 	}
 	if size > 0 {
 		l.room = newRoom(l, size, opts.Answer)
@@ -350,7 +348,6 @@ func (l *connLimiter) Close() error {
 // wait returns once every goroutine the limiter started, and that of
 // every connection it gave net/http, has ended.
 func (l *connLimiter) wait() {
-	defer releaseRoom(l.budgetHeld)
 	l.goroutines.Wait()
 	if l.handoff != nil {
 		for len(l.handoff) > 0 { // handed on after net/http's last Accept

@@ -19,41 +19,10 @@ const maxWaiting = 4096
 // is left of three quarters of soft, so that a quarter stays the agent's,
 // and at most maxWaiting.
 func roomSize(soft uint64, limit int) int {
-	if soft == 0 {
+	if soft == 0 || soft > 4*maxWaiting {
 		return maxWaiting
 	}
-	free := soft / 4 * 3 // not soft*3/4: an unlimited soft limit is 2⁶⁴-1
-	if free <= uint64(limit) {
-		return 1
-	}
-	return int(min(maxWaiting, free-uint64(limit)))
-}
-
-// budget is what the Serve calls running in the process hold of the
-// descriptor budget, slots and rooms together. A process is one budget:
-// an agent serving two listeners (IPv4 and IPv6, say) that sized each room
-// alone would let its rooms take one and a half times the soft limit, and
-// the agent's own sockets and files would fail to open under a flood.
-var budget struct {
-	sync.Mutex
-	held int
-}
-
-// reserveRoom returns the size of a room beside limit slots, from what
-// the other Serve calls have left of the budget, and holds both until
-// releaseRoom(limit + size).
-func reserveRoom(soft uint64, limit int) int {
-	budget.Lock()
-	defer budget.Unlock()
-	size := roomSize(soft, budget.held+limit)
-	budget.held += limit + size
-	return size
-}
-
-func releaseRoom(n int) {
-	budget.Lock()
-	defer budget.Unlock()
-	budget.held -= n
+	return min(maxWaiting, max(1, int(soft*3/4)-limit))
 }
 
 // A room holds the accepted connections whose request header has not
