@@ -15,6 +15,3 @@ func newConnCalls() *connCalls { return &connCalls{fd: -1} }
 
 // peek does not look: see connCalls.
 func (*connCalls) peek(net.Conn, []byte) (peeked, int) { return peekedIncomplete, 0 }
-
-// urgentPending does not look: see connCalls.
-func (*connCalls) urgentPending() bool { return false }

@@ -16,19 +16,18 @@ import (
 // closure: the RawConn is the only allocation of ours per connection
 // (TestAcceptCallsAllocate). A connCalls is its reader's goroutine's.
 type connCalls struct {
-	rc     syscall.RawConn // the connection last peeked; nil when it has none
-	fd     int32           // its descriptor, for the waiting room; -1 when it has none
-	p      []byte          // the call's buffer
-	n      int             // the call's byte count
-	err    error           // the call's error
-	urgent [1]byte         // urgentPending's buffer
+	rc  syscall.RawConn // the connection last peeked; nil when it has none
+	fd  int32           // its descriptor, for the waiting room; -1 when it has none
+	p   []byte          // the call's buffer
+	n   int             // the call's byte count
+	err error           // the call's error
 
-	peekFunc, readFunc, writeFunc, urgentFunc func(fd uintptr) bool
+	peekFunc, readFunc, writeFunc func(fd uintptr) bool
 }
 
 func newConnCalls() *connCalls {
 	c := new(connCalls)
-	c.peekFunc, c.readFunc, c.writeFunc, c.urgentFunc = c.peekFD, c.readFD, c.writeFD, c.urgentFD
+	c.peekFunc, c.readFunc, c.writeFunc = c.peekFD, c.readFD, c.writeFD
 	return c
 }
 
@@ -96,24 +95,5 @@ func (c *connCalls) result(rawErr error) (int, error) {
 func (c *connCalls) peekFD(fd uintptr) bool {
 	c.fd = int32(fd)
 	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_PEEK)
-	return true
-}
-
-// urgentPending reports whether the connection last peeked holds an
-// urgent byte (MSG_OOB) not yet read, which stops a peek at its mark, so
-// that nothing after it can be seen until a read consumes what is before.
-// It costs a system call, so the room asks only when a peek saw no more
-// than the one before.
-func (c *connCalls) urgentPending() bool {
-	if c.rc == nil {
-		return false
-	}
-	c.p = c.urgent[:]
-	n, err := c.result(c.rc.Read(c.urgentFunc))
-	return err == nil && n == 1
-}
-
-func (c *connCalls) urgentFD(fd uintptr) bool {
-	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_OOB|syscall.MSG_PEEK)
 	return true
 }

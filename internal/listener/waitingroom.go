@@ -56,8 +56,6 @@ type waiter struct {
 	fd       int32
 	id       uint64
 	deadline int64 // MonotonicNow at accept, plus headerTimeout
-	seen     int   // the bytes its last peek saw; the room's goroutine's once added
-	examined bool  // the room's goroutine has peeked at it
 	links[waiter]
 }
 
@@ -103,7 +101,7 @@ func (l *connLimiter) acceptLoop() {
 		}
 		l.counters.Accepted.Add(1)
 		p, n := r.peek(nc)
-		if r.settle(nc, p, n) || p != peekedComplete && l.room.add(nc, r.calls.fd, n) {
+		if r.settle(nc, p, n) || p != peekedComplete && l.room.add(nc, r.calls.fd) {
 			continue
 		}
 		if !l.hand(handed{nc: nc, p: p}) {
@@ -112,11 +110,11 @@ func (l *connLimiter) acceptLoop() {
 	}
 }
 
-// add has nc, accepted with its header not whole (n bytes of it), wait,
-// and reports whether it does; it does not when nc has no descriptor to watch or the
+// add has nc, accepted with its header not whole, wait, and reports
+// whether it does; it does not when nc has no descriptor to watch or the
 // room is closed. Full, the room closes the connection that has waited
 // longest to make room.
-func (r *room) add(nc net.Conn, fd int32, n int) bool {
+func (r *room) add(nc net.Conn, fd int32) bool {
 	if fd < 0 {
 		return false
 	}
@@ -136,7 +134,7 @@ func (r *room) add(nc net.Conn, fd int32, n int) bool {
 		victim = r.waiting.front()
 		r.drop(victim)
 	}
-	w := &waiter{nc: nc, fd: fd, id: r.lastID, deadline: deadline, seen: n}
+	w := &waiter{nc: nc, fd: fd, id: r.lastID, deadline: deadline}
 	r.waiting.pushBack(w)
 	r.byID[w.id] = w
 	if r.armed == 0 {
@@ -184,9 +182,7 @@ func (r *room) run() {
 // A reset one is closed unpeeked: its receive queue may still hold part
 // of a header, but no one is left to answer. One whose client shut its
 // sending side after part of a header goes to net/http, which answers it
-// as it would, and so does one whose peek cannot see past an urgent byte
-// (MSG_OOB): a peek stops at the urgent mark, so its header would never
-// look whole, where net/http reads on past the byte. The peek is made
+// as it would. The peek is made
 // outside the lock; a connection evicted meanwhile is its evicter's.
 func (r *room) examine(ev readyEvent) {
 	r.mu.Lock()
@@ -200,12 +196,6 @@ func (r *room) examine(ev readyEvent) {
 		p, n = r.reader.peek(w.nc)
 	}
 	stays := (p == peekedEmpty || p == peekedIncomplete) && !ev.hangup
-	// Bytes arrived that the peek cannot see, or may have before the
-	// room watched it: only then is it worth a system call to ask.
-	if stays && (n <= w.seen || !w.examined) && r.reader.calls.urgentPending() {
-		stays, p = false, peekedIncomplete
-	}
-	w.seen, w.examined = n, true
 	r.mu.Lock()
 	if stays || r.byID[ev.id] != w {
 		r.mu.Unlock()

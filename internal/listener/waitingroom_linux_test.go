@@ -394,34 +394,3 @@ func TestRoomFailureHandsOnWhatWaits(t *testing.T) {
 	log := r.logs.String()
 	assert.Equal(t, 1, probetest.Count(log, `level=ERROR msg="health: the waiting room failed; connections without a whole request will wait in connection slots, evicted under a flood" err="input/output error"`), log)
 }
-
-// TestRoomUrgentByte: a header with an urgent byte (MSG_OOB) in it, which
-// a peek cannot see past, goes to net/http at the next arrival rather than
-// waiting out its header deadline, and net/http reads it as it would on
-// any listener: without the urgent byte.
-func TestRoomUrgentByte(t *testing.T) {
-	r := newRoomRig(t, nil, 8)
-	c := r.dialWaiting(1)
-	rc, err := c.(*net.TCPConn).SyscallConn()
-	require.NoError(t, err)
-	var sendErr error
-	require.NoError(t, rc.Control(func(fd uintptr) {
-		sendErr = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
-	}))
-	require.NoError(t, sendErr)
-	_, err = io.WriteString(c, "\n") // the last byte of the probe's header
-	require.NoError(t, err)
-	var nc net.Conn
-	select {
-	case nc = <-r.handed:
-	case <-time.After(headerTimeout / 2):
-		t.Fatalf("not handed on within %v, half its header deadline; log: %s", headerTimeout/2, r.logs.String())
-	}
-	defer r.release(nc)
-	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	got := make([]byte, len(probeRequest))
-	_, err = io.ReadFull(nc, got)
-	require.NoError(t, err)
-	assert.Equal(t, probeRequest, string(got))
-	assert.Zero(t, r.probes.liveness.Load()+r.probes.readiness.Load(), "not the short path's: it could not see the header whole")
-}
