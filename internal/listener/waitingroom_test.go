@@ -29,3 +29,17 @@ func TestRoomSize(t *testing.T) {
 		})
 	}
 }
+
+// TestHandoffQueueWithinTheBudget: the hand-off queue is at most a quarter
+// of the slots, so that slots, queue and room stay within three quarters
+// of the soft descriptor limit.
+func TestHandoffQueueWithinTheBudget(t *testing.T) {
+	for _, tc := range []struct{ limit, want int }{{1, 1}, {16, 4}, {32, 8}, {256, 64}, {1024, 64}} {
+		assert.Equal(t, tc.want, queueFor(tc.limit), "%d slots", tc.limit)
+	}
+	for _, soft := range []uint64{64, 128, 256, 1024} {
+		limit := connLimit(soft)
+		held := limit + queueFor(limit) + roomSize(soft, limit+queueFor(limit))
+		assert.LessOrEqual(t, held, int(soft*3/4), "soft limit %d", soft)
+	}
+}
