@@ -55,10 +55,11 @@ type passed struct {
 // the next deadline.
 //
 // Readiness never waits for a stack. A dump of every goroutine stops the
-// world for as long as the runtime takes to print them, seconds with
-// thousands of deep ones on a loaded node, which would carry the verdict
-// past the second after the deadline that Watch promises, and a Status, a
-// setter or an overdue Beat must not wait that long either. So one hold of
+// world for as long as the runtime takes to print them: up to
+// maxDumpPause as foreseen, longer when the foresight is wrong (a first
+// dump, a node throttled since), which would carry the verdict past the
+// second after the deadline that Watch promises; and a Status, a setter
+// or an overdue Beat must not wait that long either. So one hold of
 // the lock marks the watchdogs late, publishes, and queues each ERROR line
 // in its place, before the readiness line it causes; the dump runs after
 // it, and then completes the lines, which the log's goroutine writes in

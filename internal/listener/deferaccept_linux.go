@@ -16,7 +16,7 @@ import (
 // eviction: with the header timeout's 2 s here (3 s once rounded), 8,000
 // silent clients made Serve close about ten times as many connections a
 // second as they do now, and a probe writing 20 ms late at a descriptor
-// limit of 128 was lost one time in ten (docs/load.md, load 12). A client
+// limit of 128 was lost one time in ten. A client
 // that writes within 15 s is accepted the moment its bytes arrive, so the
 // wait slows no probe. Later than that, a client whose TCP keepalive has
 // probed the waiting handshake (Go's dialer does at 15 s) has its bytes

@@ -158,12 +158,7 @@ func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
 // answered and closed at once, or reset by its client, and its slot freed
 // without an eviction, with a waiting room and without.
 func TestLingerersAreClosedAtOnce(t *testing.T) {
-	lingerers := 0
-	for _, hc := range hostile.Clients() {
-		if !hc.Lingers {
-			continue
-		}
-		lingerers++
+	for _, hc := range lingerers(t) {
 		for _, room := range rooms {
 			t.Run(room.name+"/"+hc.Name, func(t *testing.T) {
 				s := serveTest(t, nil, Options{Limit: 1, room: room.size})
@@ -186,7 +181,20 @@ func TestLingerersAreClosedAtOnce(t *testing.T) {
 			})
 		}
 	}
-	assert.GreaterOrEqual(t, lingerers, 3, "OPTIONS *, a body never sent, a 431")
+}
+
+// lingerers returns the hostile clients that net/http would hold after
+// reading their request, failing the test if there are fewer than the
+// three it must cover.
+func lingerers(t *testing.T) []hostile.Client {
+	var hcs []hostile.Client
+	for _, hc := range hostile.Clients() {
+		if hc.Lingers {
+			hcs = append(hcs, hc)
+		}
+	}
+	require.GreaterOrEqual(t, len(hcs), 3, "OPTIONS *, a body never sent, a 431")
+	return hcs
 }
 
 // TestNothingLingers floods a bound of a single connection, which is never
@@ -198,17 +206,11 @@ func TestLingerersAreClosedAtOnce(t *testing.T) {
 // whatever the slot holds, so slot probes are what the flood would delay.
 func TestNothingLingers(t *testing.T) {
 	floodTest(t)
-	lingerers := 0
-	for _, hc := range hostile.Clients() {
-		if !hc.Lingers {
-			continue
-		}
-		lingerers++
+	for _, hc := range lingerers(t) {
 		for _, room := range rooms {
 			t.Run(room.name+"/"+hc.Name, func(t *testing.T) { floodAndProbe(t, hc, 1, room.size, 16, 4, 4) })
 		}
 	}
-	assert.GreaterOrEqual(t, lingerers, 3, "OPTIONS *, a body never sent, a 431")
 }
 
 // TestHeaderScanner: the scanner finds the blank line that ends a header

@@ -88,10 +88,11 @@ type connLimiter struct {
 
 // handoffQueue is how many connections the accepting and the room's
 // goroutines may have handed on before net/http's Accept takes them.
-// Under a flood of whole requests for net/http, the goroutine that calls
-// Accept waits its turn to run behind the connections' own; unqueued, the
-// accepting goroutine waited with it, and the probes behind it: loads 6
-// and 8 of docs/load.md, p50 230 ms unqueued and 16 ms queued.
+// Under a flood of whole requests for net/http that hold their slots
+// (OPTIONS *, bodies never sent), the goroutine that calls Accept waits
+// its turn to run behind the connections' own; unqueued, the accepting
+// goroutine waited with it, and so did every plain probe behind it, which
+// it would have answered on arrival.
 //
 // A queued connection holds a descriptor outside the slots' bound, so the
 // queue is at most a quarter of the slots, and the room is sized beside
