@@ -6,9 +6,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshnode/health/internal/listener"
 	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/require"
 )
@@ -75,6 +77,15 @@ var probeRoutes = []struct {
 	{"readyz_watched_ready", "GET", "/readyz", true, 200, true},
 	{"readyz_unresponsive", "GET", "/readyz", false, 503, true},
 	{"readyz_verbose_unresponsive", "GET", "/readyz?verbose", false, 503, true},
+	{"readyz_check_ready", "GET", "/readyz/data-plane", true, 200, false},
+	{"readyz_check_not_ready", "GET", "/readyz/registration", false, 503, false},
+	{"head_readyz_check", "HEAD", "/readyz/subsystems", false, 503, true},
+	{"readyz_check_unknown", "GET", "/readyz/nope", true, 404, false},
+	{"readyz_check_post", "POST", "/readyz/data-plane-check", true, 405, false},
+	{"readyz_node_signal_not_ready", "GET", "/readyz?exclude=registration&exclude=event-delivery&exclude=subsystems", false, 503, false},
+	{"readyz_node_signal_ready", "GET", "/readyz?exclude=registration&exclude=event-delivery&exclude=subsystems", false, 200, true},
+	{"readyz_exclude_verbose", "GET", "/readyz?exclude=registration&exclude=data%2Dplane&verbose", false, 200, false},
+	{"readyz_exclude_unknown_verbose", "GET", "/readyz?verbose&exclude=nope&exclude=registration", false, 503, false},
 }
 
 func probeServer(ready, watched bool) *Server {
@@ -122,6 +133,20 @@ func TestProbeAllocatesNothing(t *testing.T) {
 			allocs := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, req) })
 			require.Zero(t, allocs)
 			require.Equal(t, r.status, w.status)
+
+			// The short path's form of the route: what it declines
+			// (404), net/http answers.
+			s := probeServer(r.ready, r.watched)
+			path, query, _ := strings.Cut(r.target, "?")
+			rawPath, rawQuery := []byte(path), []byte(query)
+			var resp *listener.Response
+			allocs = testing.AllocsPerRun(1000, func() { resp, _ = s.routePlain(r.method, rawPath, rawQuery) })
+			require.Zero(t, allocs)
+			if r.status == http.StatusNotFound {
+				require.Nil(t, resp)
+			} else {
+				require.Equal(t, r.status, resp.Status)
+			}
 		})
 	}
 }

@@ -21,9 +21,9 @@ const stallPeriods = 3
 func (s *Server) stallBound() time.Duration { return stallPeriods * s.checkPeriod }
 
 // checkVerdict is the data-plane check's contribution to readiness. The zero
-// value is "no check set": readiness rests on the latches alone. Setting a
-// check makes it pending (ErrDataPlaneCheckPending): a check that has not
-// returned has given no evidence that the data plane works.
+// value holds nothing back: no check is set, or the last one passed.
+// Setting a check makes it pending (ErrDataPlaneCheckPending): a check that
+// has not returned has given no evidence that the data plane works.
 type checkVerdict struct {
 	pending bool  // a check is set and none has returned or stalled yet
 	err     error // the last check's error; nil when it passed or none returned yet
@@ -84,6 +84,10 @@ type poller struct {
 	inFlight bool   // check number run has started and not returned
 }
 
+// checkInstalled reports whether a data-plane check is set: its ctx may be
+// done, and its verdict stands. s.mu must be held.
+func (s *Server) checkInstalled() bool { return s.poller != nil }
+
 // SetDataPlaneCheck runs fn in a background goroutine (the poller) at once,
 // then every 5 s until ctx (nil: Background) is done; probes read only the
 // last verdict. Runs never overlap, one running past three periods makes
@@ -99,7 +103,7 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
 	defer s.unlock()
-	replacing := s.poller != nil
+	replacing := s.checkInstalled()
 	if replacing {
 		s.poller.cancel()
 		s.poller = nil
@@ -125,7 +129,7 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 func (s *Server) CheckNow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.poller == nil {
+	if !s.checkInstalled() {
 		return
 	}
 	select {
@@ -259,7 +263,7 @@ func (s *Server) setCheck(next checkVerdict) {
 			attrs = append(attrs, "stack", string(bug.stack))
 		}
 		s.log(slog.LevelError, "health: data-plane check failed", attrs...)
-	case next.err == nil && (prev.err != nil || prev.stalled) && s.poller != nil:
+	case next.err == nil && (prev.err != nil || prev.stalled) && s.checkInstalled():
 		s.log(slog.LevelInfo, "health: data-plane check recovered")
 	}
 	s.update()

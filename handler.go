@@ -3,7 +3,9 @@ package health
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/meshnode/health/internal/listener"
 )
@@ -70,20 +72,21 @@ var (
 // failing reason is "not ready: " and its sentinel's text.
 func readinessResponses() [reasonReady + 1]response {
 	var rs [reasonReady + 1]response
-	for r, err := range reasons {
-		rs[r] = newResponse(http.StatusServiceUnavailable, "not ready: "+err.Error()+"\n")
+	for r, c := range conditions {
+		rs[r] = newResponse(http.StatusServiceUnavailable, "not ready: "+c.err.Error()+"\n")
 	}
 	rs[reasonReady] = responseOK
 	return rs
 }
 
-// Handler returns the probe handler: GET or HEAD of /healthz and /readyz,
-// 405 for another method there, 404 for any other path, matched exactly
-// (never a redirect). On /readyz a query key "verbose" asks for the
-// Kubernetes API server's verbose body, with plain /readyz's status: a line
-// "[+]name ok" or "[-]name failed: reason" per condition, then "readyz
-// check passed" or "readyz check failed". It takes no lock, logs nothing and
-// allocates nothing.
+// Handler returns the probe handler: GET or HEAD of /healthz, /readyz and
+// /readyz/<check>, 405 for another method there, 404 for any other path,
+// matched exactly (never a redirect). On /readyz, a query key "verbose"
+// asks for the Kubernetes API server's verbose body, and each "exclude"
+// leaves a check out, as the API server's do; /readyz/<check> answers for
+// that check alone and ignores the query, as /healthz does. Readiness
+// answers of every form count in ProbeCounts.ReadyOK and ReadyNotReady. It
+// takes no lock, logs nothing and allocates nothing.
 func (s *Server) Handler() http.Handler { return probeHandler{s} }
 
 type probeHandler struct{ s *Server }
@@ -116,30 +119,73 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // that counts it. The handler and the short path (routePlain) both route
 // through it, so that they cannot disagree.
 func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64) {
-	resp, counter := &responseNotFound, &s.probes.other
-	switch path {
-	case "/healthz":
-		resp, counter = &responseOK, &s.probes.liveness
-	case "/readyz":
-		v := s.verdict.Load()
-		resp, counter = &responseReadiness[v.reason], &s.probes.readyNotReady
-		if v.reason == reasonReady {
-			counter = &s.probes.readyOK
-		}
-		if hasQueryKey(rawQuery, "verbose") {
-			resp = &v.verbose
-		}
-	}
+	resp, counter := s.routePath(path, rawQuery)
 	if resp != &responseNotFound && method != http.MethodGet && method != http.MethodHead {
 		resp, counter = &responseMethodNotAllowed, &s.probes.other
 	}
 	return resp, counter
 }
 
+// routePath is route for a GET.
+func (s *Server) routePath(path, rawQuery string) (*response, *atomic.Uint64) {
+	var resp *response
+	switch {
+	case path == "/healthz":
+		return &responseOK, &s.probes.liveness
+	case path == "/readyz":
+		v := s.verdict.Load()
+		q := parseReadyzQuery(rawQuery)
+		resp = &responseReadiness[(v.unmet &^ q.excluded.rows()).first()]
+		if q.verbose {
+			resp = &v.verbose[q.excluded][boolIndex(q.unknown)]
+		}
+	default:
+		i := checkIndex(path)
+		if i < 0 {
+			return &responseNotFound, &s.probes.other
+		}
+		resp = &responseReadiness[(s.verdict.Load().unmet & checks[i].rows).first()]
+	}
+	if resp.status == http.StatusOK {
+		return resp, &s.probes.readyOK
+	}
+	return resp, &s.probes.readyNotReady
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkIndex returns the index in checks of the check whose path,
+// "/readyz/" and its name, is exactly path, or -1.
+func checkIndex(path string) int {
+	name, ok := strings.CutPrefix(path, "/readyz/")
+	if !ok {
+		return -1
+	}
+	for i, c := range checks {
+		if c.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
 // routePlain is route for the listener's short path, which answers plain
-// probes without net/http. The conversion of a query of up to 32 bytes
-// does not allocate: it does not escape route.
-func (s *Server) routePlain(method, path string, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
-	resp, counter := s.route(method, path, string(rawQuery))
+// GET and HEAD requests without net/http, and declines (nil) any path but
+// the probes', for net/http to answer. path and rawQuery are the short
+// path's buffer: they are read as strings in place, without a copy,
+// because route keeps nothing of them and the buffer does not change
+// during the call; a copy would allocate for a query over 32 bytes, such
+// as a node signal's excludes.
+func (s *Server) routePlain(method string, path, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
+	resp, counter := s.route(method, unsafe.String(unsafe.SliceData(path), len(path)),
+		unsafe.String(unsafe.SliceData(rawQuery), len(rawQuery)))
+	if resp == &responseNotFound {
+		return nil, nil
+	}
 	return &resp.plain, counter
 }

@@ -93,8 +93,8 @@ func TestLivenessIsOKInEveryState(t *testing.T) {
 // FuzzHandler parses arbitrary request bytes with net/http's own parser and
 // checks that every answer, in every state of serverStates, is one of the
 // constants, with none of the strings planted in the server's state
-// anywhere in the response, and that the handler sees the key verbose
-// exactly where url.ParseQuery does.
+// anywhere in the response, and that the handler reads the query's
+// verbose and excludes exactly as url.ParseQuery does.
 func FuzzHandler(f *testing.F) {
 	f.Add("GET", "/readyz", "", "Accept", "*/*")
 	f.Add("HEAD", "/healthz", "verbose=1", "X-Forwarded-For", "10.0.0.1")
@@ -105,6 +105,10 @@ func FuzzHandler(f *testing.F) {
 	f.Add("GET", "/readyz", "verbose", "Accept", "*/*")
 	f.Add("HEAD", "/readyz", "x=1&verb%6Fse=", "Accept", "*/*")
 	f.Add("GET", "/readyz", "x;verbose&verbose=%zz", "Accept", "*/*")
+	f.Add("GET", "/readyz", "exclude=registration&verbose&exclude=nope", "Accept", "*/*")
+	f.Add("GET", "/readyz", "exclude=data%2Dplane&exclude=subsystems", "Accept", "*/*")
+	f.Add("HEAD", "/readyz/event-delivery", "verbose", "Accept", "*/*")
+	f.Add("GET", "/readyz/data-plane-check/", "", "Accept", "*/*")
 
 	var handlers []http.Handler
 	for _, st := range serverStates {
@@ -124,21 +128,23 @@ func FuzzHandler(f *testing.F) {
 			return // net/http answers it with its own 4xx; the handler never sees it
 		}
 		values, _ := url.ParseQuery(req.URL.RawQuery)
-		verbose := hasQueryKey(req.URL.RawQuery, "verbose")
 		// url.ParseQuery gives up beyond 10 000 parameters, which no
 		// request within Serve's header cap reaches.
-		if verbose != values.Has("verbose") && strings.Count(req.URL.RawQuery, "&") < 10000 {
-			t.Fatalf("%q: hasQueryKey says %v, url.ParseQuery %v", req.URL.RawQuery, verbose, !verbose)
+		if strings.Count(req.URL.RawQuery, "&") < 10000 {
+			if got, want := parseReadyzQuery(req.URL.RawQuery), readyzQueryOf(values); got != want {
+				t.Fatalf("%q: parseReadyzQuery says %+v, url.ParseQuery %+v", req.URL.RawQuery, got, want)
+			}
 		}
 		for _, h := range handlers {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			body := rec.Body.String()
-			if !isAllowedBody(body) {
+			if !isAllowedBody(req.Method, body) {
 				t.Fatalf("%q: body %q is not a constant", raw, body)
 			}
-			if body != "" && rec.Code != 404 && rec.Code != 405 && req.URL.Path == "/readyz" && verboseBodies[body] != verbose {
-				t.Fatalf("%q: verbose %v, body %q", raw, verbose, body)
+			if req.Method != http.MethodHead && rec.Code != 404 && rec.Code != 405 &&
+				verboseBodies[body] != (req.URL.Path == "/readyz" && values.Has("verbose")) {
+				t.Fatalf("%q: verbose %v, body %q", raw, values.Has("verbose"), body)
 			}
 			switch rec.Code {
 			case 200, 404, 405, 503:

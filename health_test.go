@@ -246,9 +246,9 @@ func setCheckVerdict(s *Server, v checkVerdict) {
 // included.
 func readinessChanges(logs *logBuffer) []string {
 	var changes []string
-	for _, line := range strings.Split(logs.String(), "\n") {
+	for _, line := range healthLines(logs) {
 		if strings.Contains(line, `msg="health: readiness changed"`) {
-			changes = append(changes, line[strings.Index(line, "level="):])
+			changes = append(changes, line)
 		}
 	}
 	return changes
@@ -374,9 +374,11 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			h := s.Handler()
+			targets := []string{"/readyz", "/readyz?verbose", "/readyz?exclude=registration&verbose&exclude=x",
+				"/readyz/data-plane-check", "/readyz?exclude=subsystems"}
 			for i := 0; i < rounds; i++ {
-				rec := serve(h, http.MethodGet, "/readyz")
-				if !isAllowedBody(rec.Body.String()) {
+				rec := serve(h, http.MethodGet, targets[i%len(targets)])
+				if !isAllowedBody(http.MethodGet, rec.Body.String()) {
 					t.Errorf("unexpected body %q", rec.Body.String())
 				}
 			}
@@ -402,16 +404,22 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 
 // allowedBodies are every body the handler may ever write.
 var allowedBodies = func() map[string]bool {
-	m := map[string]bool{"": true, "ok\n": true, "404 page not found\n": true, "Method Not Allowed\n": true}
-	for _, err := range reasons {
-		m["not ready: "+err.Error()+"\n"] = true
+	m := map[string]bool{"ok\n": true, "404 page not found\n": true, "Method Not Allowed\n": true}
+	for _, c := range conditions {
+		m["not ready: "+c.err.Error()+"\n"] = true
 	}
 	return m
 }()
 
 // isAllowedBody reports whether b is one of the bodies the handler may
-// write: a plain constant or a verbose body made of constant lines.
-func isAllowedBody(b string) bool { return allowedBodies[b] || verboseBodies[b] }
+// write for method: a plain constant or a verbose body made of constant
+// lines, and nothing for HEAD alone.
+func isAllowedBody(method, b string) bool {
+	if method == http.MethodHead {
+		return b == ""
+	}
+	return allowedBodies[b] || verboseBodies[b]
+}
 
 // TestREADMEProbeSnippet keeps the README's deployment advice honest: the
 // DaemonSet snippet probes DefaultListen on the right paths, its thresholds

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"slices"
 	"strings"
+	"time"
 )
 
 // DeliveryMode is how the agent receives its events, with the values of the
@@ -28,23 +28,28 @@ func (m DeliveryMode) ready() bool {
 // verdict is everything a probe or Status reads of readiness, computed when
 // the state changes. A verdict is never modified once stored.
 type verdict struct {
-	reason   reason    // the first unmet condition: the /readyz answer
-	unmet    reasonSet // every unmet condition
-	err      error     // Ready's error: the reason's sentinel, with detail
-	checkSet bool      // a data-plane check is set, so verbose has its line
-	verbose  response  // the /readyz?verbose answer
+	reason         reason    // the first unmet condition: the /readyz answer
+	unmet          reasonSet // every unmet condition
+	err            error     // Ready's error: the reason's sentinel, with detail
+	checkInstalled bool      // a data-plane check is set, so verbose shows its line
+	// verbose is every /readyz?verbose answer of this state, by the checks
+	// a query excludes and whether it names one that is none, built here
+	// so that a verbose probe only loads one: 64 answers, a few KiB, made
+	// once per change of readiness rather than once per probe.
+	verbose [][2]response
 }
 
 // newVerdict returns the verdict of the unmet conditions, with its
-// verbose answer built now, so that a verbose probe only loads it.
-func newVerdict(unmet reasonSet, err error, checkSet bool) *verdict {
-	return &verdict{
-		reason:   unmet.first(),
-		unmet:    unmet,
-		err:      err,
-		checkSet: checkSet,
-		verbose:  verboseResponse(unmet, checkSet),
+// verbose answers built now.
+func newVerdict(unmet reasonSet, err error, checkInstalled bool) *verdict {
+	v := &verdict{reason: unmet.first(), unmet: unmet, err: err, checkInstalled: checkInstalled,
+		verbose: make([][2]response, 1<<len(checks))}
+	for excluded := range v.verbose {
+		for unknown := range v.verbose[excluded] {
+			v.verbose[excluded][unknown] = verboseResponse(unmet, checkInstalled, checkMask(excluded), unknown == 1)
+		}
 	}
+	return v
 }
 
 // Ready returns nil when /readyz would answer 200, else an error that
@@ -100,12 +105,12 @@ func (s *Server) update() {
 	unmet := s.unmet()
 	first := unmet.first()
 	err := s.detail(first)
-	checkSet := s.poller != nil
+	installed := s.checkInstalled()
 	prev := s.verdict.Load()
-	if unmet == prev.unmet && checkSet == prev.checkSet && sameError(err, prev.err) {
+	if unmet == prev.unmet && installed == prev.checkInstalled && sameError(err, prev.err) {
 		return
 	}
-	s.verdict.Store(newVerdict(unmet, err, checkSet))
+	s.verdict.Store(newVerdict(unmet, err, installed))
 	if first != prev.reason {
 		s.logReadinessChange(prev.reason, first)
 	}
@@ -120,59 +125,49 @@ func (s *Server) update() {
 // "data plane not configured", and a warning there would teach operators to
 // ignore the one that matters, which is a ready node going out of service.
 // Bring-up progress, recovery and a change from one unmet reason to another
-// are information. s.mu must be held.
+// are information. The line of a recovery says how long readiness was
+// lost (since NewServer, the first time), so that nobody pairs lines by
+// hand to learn an outage's length. s.mu must be held.
 func (s *Server) logReadinessChange(prev, next reason) {
+	now := s.sinceEpoch()
 	switch {
 	case next == reasonReady:
-		s.log(slog.LevelInfo, "health: readiness changed", "ready", true)
+		s.log(slog.LevelInfo, "health: readiness changed", "ready", true, "after", roundAfter(now-s.unreadySince))
+		if !s.everReady {
+			s.everReady = true
+			s.warnUnusedOverrides(s.cfg.Watchdogs, nil)
+		}
 	case prev == reasonReady:
+		s.unreadySince = now
 		s.log(slog.LevelWarn, "health: readiness changed", "ready", false, "reason", next.String())
 	default:
 		s.log(slog.LevelInfo, "health: readiness changed", "ready", false, "reason", next.String())
 	}
 }
 
-// unmet returns every unmet condition of the readiness table. s.mu must be
-// held.
+// roundAfter rounds a recovery line's after to the millisecond: a time a
+// person reads, where nanoseconds are noise.
+func roundAfter(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+// unmet returns every unmet condition. s.mu must be held.
 func (s *Server) unmet() reasonSet {
 	var rs reasonSet
-	rs = rs.add(reasonRegistrationPending, !s.registered)
-	rs = rs.add(reasonDataPlanePending, !s.dataPlaneReady)
-	rs = rs.add(reasonDataPlaneCheckPending, s.check.pending)
-	rs = rs.add(reasonDataPlaneLost, s.check.err != nil)
-	rs = rs.add(reasonDataPlaneStalled, s.check.stalled)
-	rs = rs.add(reasonDeliveryStopped, s.deliveryStopped)
-	rs = rs.add(reasonDeliveryDegraded, !s.mode.ready())
-	rs = rs.add(reasonSubsystemStopped, len(s.stopped) > 0)
-	rs = rs.add(reasonSubsystemUnresponsive, s.unresponsive())
+	for r, c := range conditions {
+		rs = rs.add(reason(r), c.unmet(s))
+	}
 	return rs
 }
 
-// detail returns Ready's error for r: r's sentinel, wrapped with what the
-// agent's authenticated surfaces may see (the check's error, the mode, the
-// stopped subsystems' names, the overdue watchdogs'). s.mu must be held.
+// detail returns Ready's error for r: r's sentinel, wrapped with what its
+// row adds for the agent's authenticated surfaces. s.mu must be held.
 func (s *Server) detail(r reason) error {
-	switch r {
-	case reasonReady:
+	if r == reasonReady {
 		return nil
-	case reasonDataPlaneLost:
-		// Two %w: errors.Is finds both the sentinel and the check's own
-		// error, so the agent can tell "interface missing" from a timeout.
-		return fmt.Errorf("%w: %w", ErrDataPlaneLost, s.check.err)
-	case reasonDataPlaneStalled:
-		return fmt.Errorf("%w: a check has not returned within %v", ErrDataPlaneStalled, s.stallBound())
-	case reasonDeliveryDegraded:
-		return fmt.Errorf("%w: mode %q", ErrDeliveryDegraded, string(s.mode))
-	case reasonSubsystemStopped:
-		quoted := make([]string, len(s.stopped))
-		for i, n := range s.stopped {
-			quoted[i] = fmt.Sprintf("%q", n)
-		}
-		return fmt.Errorf("%w: %s", ErrSubsystemStopped, strings.Join(quoted, ", "))
-	case reasonSubsystemUnresponsive:
-		return s.unresponsiveDetail()
 	}
-	return reasons[r]
+	if c := conditions[r]; c.detail != nil {
+		return c.detail(s)
+	}
+	return conditions[r].err
 }
 
 func sameError(a, b error) bool {
@@ -182,42 +177,85 @@ func sameError(a, b error) bool {
 	return a.Error() == b.Error()
 }
 
-// reason is the index of the first unmet readiness condition; reasonReady
-// means none is unmet. The order of the constants is the order of
-// precedence, which the table reasons below mirrors.
+// condition is one row of the readiness table, everything each surface
+// reads of it: /readyz and its verbose, one-check and excluding forms,
+// Ready, Status and the metrics all take the rows from conditions, so
+// that a row added there shows everywhere.
+type condition struct {
+	// err is the row's sentinel; "not ready: " and its text are the
+	// row's body (responseReadiness).
+	err error
+	// check is the name of the check that covers the row: its
+	// /readyz?verbose line, /readyz/<check> and ?exclude=<check>, as the
+	// Kubernetes API server names its checks. The rows of a check are
+	// consecutive.
+	check string
+	// whileInstalled: the row exists only while a data-plane check is
+	// set, and so does its check's verbose line.
+	whileInstalled bool
+	// unmet reports whether the row holds the node back. s.mu is held.
+	unmet func(s *Server) bool
+	// detail is Ready's error for the row, the sentinel wrapped with what
+	// the agent's own surfaces may see; nil for the sentinel alone. s.mu
+	// is held.
+	detail func(s *Server) error
+}
+
+// conditions is the readiness table, in the order of precedence: /readyz
+// names the first unmet row.
+var conditions = [...]condition{
+	{err: ErrRegistrationPending, check: "registration",
+		unmet: func(s *Server) bool { return !s.registered }},
+	{err: ErrDataPlanePending, check: "data-plane",
+		unmet: func(s *Server) bool { return !s.dataPlaneReady }},
+	{err: ErrDataPlaneCheckPending, check: "data-plane-check", whileInstalled: true,
+		unmet: func(s *Server) bool { return s.check.pending }},
+	{err: ErrDataPlaneLost, check: "data-plane-check", whileInstalled: true,
+		unmet: func(s *Server) bool { return s.check.err != nil },
+		// Two %w: errors.Is finds both the sentinel and the check's own
+		// error, so the agent can tell "interface missing" from a timeout.
+		detail: func(s *Server) error { return fmt.Errorf("%w: %w", ErrDataPlaneLost, s.check.err) }},
+	{err: ErrDataPlaneStalled, check: "data-plane-check", whileInstalled: true,
+		unmet: func(s *Server) bool { return s.check.stalled },
+		detail: func(s *Server) error {
+			return fmt.Errorf("%w: a check has not returned within %v", ErrDataPlaneStalled, s.stallBound())
+		}},
+	{err: ErrDeliveryStopped, check: "event-delivery",
+		unmet: func(s *Server) bool { return s.deliveryStopped }},
+	{err: ErrDeliveryDegraded, check: "event-delivery",
+		unmet:  func(s *Server) bool { return !s.mode.ready() },
+		detail: func(s *Server) error { return fmt.Errorf("%w: mode %q", ErrDeliveryDegraded, string(s.mode)) }},
+	{err: ErrSubsystemStopped, check: "subsystems",
+		unmet:  func(s *Server) bool { return len(s.stopped) > 0 },
+		detail: (*Server).stoppedDetail},
+	{err: ErrSubsystemUnresponsive, check: "subsystems",
+		unmet:  (*Server).unresponsive,
+		detail: (*Server).unresponsiveDetail},
+}
+
+// stoppedDetail is Ready's error for ErrSubsystemStopped: every stopped
+// subsystem's name, quoted. s.mu must be held.
+func (s *Server) stoppedDetail() error {
+	quoted := make([]string, len(s.stopped))
+	for i, n := range s.stopped {
+		quoted[i] = fmt.Sprintf("%q", n)
+	}
+	return fmt.Errorf("%w: %s", ErrSubsystemStopped, strings.Join(quoted, ", "))
+}
+
+// reason is a row of conditions; reasonReady means none is unmet.
 type reason uint8
 
-const (
-	reasonRegistrationPending reason = iota
-	reasonDataPlanePending
-	reasonDataPlaneCheckPending
-	reasonDataPlaneLost
-	reasonDataPlaneStalled
-	reasonDeliveryStopped
-	reasonDeliveryDegraded
-	reasonSubsystemStopped
-	reasonSubsystemUnresponsive
-	reasonReady
-)
-
-// reasons maps each reason to its sentinel, whose text makes its /readyz
-// body (readinessResponses).
-var reasons = [...]error{
-	reasonRegistrationPending:   ErrRegistrationPending,
-	reasonDataPlanePending:      ErrDataPlanePending,
-	reasonDataPlaneCheckPending: ErrDataPlaneCheckPending,
-	reasonDataPlaneLost:         ErrDataPlaneLost,
-	reasonDataPlaneStalled:      ErrDataPlaneStalled,
-	reasonDeliveryStopped:       ErrDeliveryStopped,
-	reasonDeliveryDegraded:      ErrDeliveryDegraded,
-	reasonSubsystemStopped:      ErrSubsystemStopped,
-	reasonSubsystemUnresponsive: ErrSubsystemUnresponsive,
-}
+const reasonReady = reason(len(conditions))
 
 // Conditions returns every condition's sentinel, met or not, in table order,
 // in a new slice, so that a metrics collector needs no table of its own.
 func Conditions() []error {
-	return slices.Clone(reasons[:])
+	errs := make([]error, len(conditions))
+	for r, c := range conditions {
+		errs[r] = c.err
+	}
+	return errs
 }
 
 // reasonSet holds reasons, one bit each: every condition unmet at once,
@@ -240,19 +278,12 @@ func (rs reasonSet) first() reason {
 	return reason(bits.TrailingZeros16(uint16(rs)))
 }
 
-func (rs reasonSet) has(r reason) bool { return rs&(1<<r) != 0 }
-
-// within returns the reasons of rs from first to last, both included.
-func (rs reasonSet) within(first, last reason) reasonSet {
-	return rs & (1<<(last+1) - 1<<first)
-}
-
 // sentinels returns the sentinel of each reason of rs, in table order.
 func (rs reasonSet) sentinels() []error {
 	var errs []error
-	for r := range reasonReady {
-		if rs.has(r) {
-			errs = append(errs, reasons[r])
+	for r, c := range conditions {
+		if rs&(1<<r) != 0 {
+			errs = append(errs, c.err)
 		}
 	}
 	return errs
@@ -264,5 +295,5 @@ func (r reason) String() string {
 	if r == reasonReady {
 		return "ready"
 	}
-	return reasons[r].Error()
+	return conditions[r].err.Error()
 }

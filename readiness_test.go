@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,8 +28,8 @@ func TestReadinessTable(t *testing.T) {
 				return
 			}
 			assert.ErrorIs(t, s.Ready(), tc.unmet[0], "Ready names the first unmet condition")
-			for r, err := range reasons {
-				reached = reached.add(reason(r), err == tc.unmet[0])
+			for r, c := range conditions {
+				reached = reached.add(reason(r), c.err == tc.unmet[0])
 			}
 		})
 	}
@@ -172,15 +171,11 @@ func TestReadinessChangesAreLoggedOnce(t *testing.T) {
 	}
 	want := []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="event delivery degraded"`,
 		`level=ERROR msg="health: subsystem stopped" subsystem="we\"ird name"`,
 	}
-	var got []string
-	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		got = append(got, line[strings.Index(line, "level="):])
-	}
-	assert.Equal(t, want, got, "one line per change, none per probe")
+	assert.Equal(t, want, healthLines(logs), "one line per change, none per probe")
 }
 
 // TestReadinessLogLevels walks bring-up, leaving ready, moving between
@@ -196,14 +191,14 @@ func TestReadinessLogLevels(t *testing.T) {
 		{"registered", s.SetRegistered, `level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`},
 		{"check set", func() { setCheckVerdict(s, checkVerdict{pending: true}) }, ""},
 		{"data plane ready", s.SetDataPlaneReady, `level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`},
-		{"first check passed", func() { setCheckVerdict(s, checkVerdict{}) }, `level=INFO msg="health: readiness changed" ready=true`},
+		{"first check passed", func() { setCheckVerdict(s, checkVerdict{}) }, `level=INFO msg="health: readiness changed" ready=true after=…`},
 		{"check failed", func() { setCheckVerdict(s, checkVerdict{err: errPlantedCheck}) }, `level=WARN msg="health: readiness changed" ready=false reason="data plane lost"`},
 		{"check failed again", func() { setCheckVerdict(s, checkVerdict{err: errPlantedCheck}) }, ""},
 		{"check passed, delivery degraded", func() {
 			s.SetDeliveryMode(DeliveryModeDegradedPolling)
 			setCheckVerdict(s, checkVerdict{})
 		}, `level=INFO msg="health: readiness changed" ready=false reason="event delivery degraded"`},
-		{"streaming again", func() { s.SetDeliveryMode(DeliveryModeStreaming) }, `level=INFO msg="health: readiness changed" ready=true`},
+		{"streaming again", func() { s.SetDeliveryMode(DeliveryModeStreaming) }, `level=INFO msg="health: readiness changed" ready=true after=…`},
 		{"pull only: still ready", func() { s.SetDeliveryMode(DeliveryModePullOnly) }, ""},
 		{"delivery stopped", s.SetDeliveryStopped, `level=WARN msg="health: readiness changed" ready=false reason="event delivery stopped"`},
 	}

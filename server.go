@@ -58,6 +58,11 @@ type Server struct {
 	// monotonic clock since epoch: 0, NewServer's time, until the first
 	// change (Status.Since).
 	since time.Duration
+	// unreadySince is when readiness was last lost, on the same clock: 0
+	// until the first time, as a new Server is not ready. everReady is
+	// set once readiness first turns ready.
+	unreadySince time.Duration
+	everReady    bool
 
 	// logq carries every line to the logger (see logQueue).
 	logq logQueue

@@ -69,7 +69,7 @@ func (s *Server) Status() Status { return s.status(s.readClock()) }
 func (s *Server) status(now clockReading) Status {
 	s.mu.Lock()
 	unmet := s.verdict.Load().unmet
-	check := s.checks.status(s.poller != nil, now)
+	check := s.checks.status(s.checkInstalled(), now)
 	stopped := slices.Clone(s.stopped)
 	watchdogs, totals := s.watchdogStatus(now)
 	since := now.at(s.since)

@@ -102,11 +102,13 @@ type Response struct {
 	Body   []byte
 }
 
-// AnswerFunc routes a plain probe (method GET or HEAD, path exactly
-// /healthz or /readyz) as the root's handler does, and returns the
-// counter that handler would count it in. It must not block, allocate or
-// keep rawQuery, which is the short path's buffer.
-type AnswerFunc func(method, path string, rawQuery []byte) (*Response, *atomic.Uint64)
+// AnswerFunc answers a plain request (method GET or HEAD, a path of
+// unreserved bytes and '/', which net/http would hand its handler
+// unchanged) as the root's handler does, and returns the counter that
+// handler would count it in; or nil, for net/http to serve the request.
+// It must not block, allocate or keep path and rawQuery, which are the
+// short path's buffer.
+type AnswerFunc func(method string, path, rawQuery []byte) (*Response, *atomic.Uint64)
 
 // Counters are what Serve counts, for the root's Status. They are the
 // caller's, so that several Serve calls add up.

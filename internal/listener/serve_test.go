@@ -84,8 +84,12 @@ func (p *fakeProbes) route(method, path, rawQuery string) (*fakeAnswer, *atomic.
 	return a, counter
 }
 
-func (p *fakeProbes) answer(method, path string, rawQuery []byte) (*Response, *atomic.Uint64) {
-	a, counter := p.route(method, path, string(rawQuery)) // on the stack: route keeps nothing
+// answer declines what is not a probe, as the root's does.
+func (p *fakeProbes) answer(method string, path, rawQuery []byte) (*Response, *atomic.Uint64) {
+	a, counter := p.route(method, string(path), string(rawQuery)) // on the stack: route keeps nothing
+	if a == fakeNotFound {
+		return nil, nil
+	}
 	return &a.resp, counter
 }
 

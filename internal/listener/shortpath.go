@@ -152,7 +152,7 @@ func (sp *shortPath) dateOf(now time.Time) []byte {
 // plainProbe is a request the short path answers.
 type plainProbe struct {
 	method   string // http.MethodGet or http.MethodHead
-	path     string // "/healthz" or "/readyz"
+	path     []byte // '/' and unreserved bytes
 	rawQuery []byte // after the '?'; empty without one
 	http10   bool   // HTTP/1.0; otherwise HTTP/1.1
 }
@@ -162,12 +162,15 @@ type plainProbe struct {
 // each part chosen so that net/http is known to answer with the handler's
 // plain answer:
 //
-//   - A request line of exactly GET or HEAD, a target of exactly "/healthz"
-//     or "/readyz" with an optional query of printable ASCII, and HTTP/1.1
-//     or HTTP/1.0, separated by single spaces: anything else (another
-//     method or case, an absolute or escaped target, extra spaces or tabs,
-//     another version, leading blank lines) is net/http's to parse,
-//     reject, route or answer.
+//   - A request line of exactly GET or HEAD, a target of a path made of
+//     '/' and RFC 3986's unreserved bytes, starting with '/', with an
+//     optional query of printable ASCII, and HTTP/1.1 or HTTP/1.0,
+//     separated by single spaces: anything else (another method or case,
+//     an absolute or escaped target, extra spaces or tabs, another
+//     version, leading blank lines) is net/http's to parse, reject, route
+//     or answer. Such a path reaches net/http's handler unchanged (URL.Path
+//     is the bytes, RawPath empty), so the AnswerFunc routes what the
+//     handler would.
 //   - Lines that end in CRLF, each header line a token name, a colon and a
 //     value of printable ASCII, spaces and tabs: net/http also accepts a
 //     bare LF, obs-text bytes and names with a space before the colon, and
@@ -215,14 +218,10 @@ func parsePlainProbe(req []byte) (plainProbe, bool) {
 		return p, false
 	}
 	path, query, _ := bytes.Cut(line, []byte("?"))
-	switch string(path) {
-	case "/healthz":
-		p.path = "/healthz"
-	case "/readyz":
-		p.path = "/readyz"
-	default:
+	if len(path) == 0 || path[0] != '/' || !allIn(path, &pathBytes) {
 		return p, false
 	}
+	p.path = path
 	if !allIn(query, &queryBytes) {
 		return p, false
 	}
@@ -294,6 +293,7 @@ func isHost(s []byte) bool { return len(s) > 0 && allIn(s, &hostBytes) }
 var (
 	tokenBytes = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~")
 	hostBytes  = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-.:[]_~%")
+	pathBytes  = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-._~/")
 	// A query is printable ASCII but the space; a field value may hold
 	// spaces and tabs too.
 	queryBytes      = printableASCII("")
