@@ -318,7 +318,7 @@ func TestDataPlaneCheckPending(t *testing.T) {
 		assert.Equal(t, []string{
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`,
-			`level=INFO msg="health: readiness changed" ready=true`,
+			`level=INFO msg="health: readiness changed" ready=true after=…`,
 		}, readinessChanges(logs), "never 200 on the latch alone")
 	})
 
@@ -338,7 +338,7 @@ func TestDataPlaneCheckPending(t *testing.T) {
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`,
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane check stalled"`,
-			`level=INFO msg="health: readiness changed" ready=true`,
+			`level=INFO msg="health: readiness changed" ready=true after=…`,
 		}, readinessChanges(logs), "pending until the stall bound, never ready on no evidence")
 	})
 

@@ -87,8 +87,15 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		}
 		w.overdue = true
 		w.late = true
+		w.lateAt = w.deadline()
 		w.timeouts++
 		line := s.logLater(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
+		if w.goid == 0 && w.beats.Load() > 0 {
+			// Its loop beat only while it was disabled (retune).
+			w.stack = stackBeatWhileDisabled
+			line.complete("stack", w.stack)
+			continue
+		}
 		due = append(due, passed{w, w.goid, w.timeouts, line})
 	}
 	s.watchDeadlines()

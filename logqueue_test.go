@@ -103,11 +103,15 @@ func healthLines(logs *logBuffer) []string {
 	var lines []string
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if i := strings.Index(line, "level="); i >= 0 && strings.Contains(line, `msg="health: `) {
-			lines = append(lines, line[i:])
+			lines = append(lines, afterValue.ReplaceAllString(line[i:], " after=…"))
 		}
 	}
 	return lines
 }
+
+// afterValue is a recovery line's after attribute, which healthLines
+// elides: it is the clock's, and TestRecoveryLinesSayHowLong checks it.
+var afterValue = regexp.MustCompile(` after=\S+`)
 
 // quotedStack is a text handler's stack attribute, the last of its line.
 var quotedStack = regexp.MustCompile(` stack=("(?:[^"\\]|\\.)*"|\S+)$`)
@@ -191,16 +195,16 @@ func TestBlockedLogSinkHoldsNothingBack(t *testing.T) {
 	// have exited. stack_test.go checks the values.
 	want := []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 	}
 	for range rounds + 1 {
 		want = append(want,
 			`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms stack=…`,
 			`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
-			`level=INFO msg="health: subsystem responsive again" subsystem=reconcile`,
-			`level=INFO msg="health: readiness changed" ready=true`)
+			`level=INFO msg="health: subsystem responsive again" subsystem=reconcile after=…`,
+			`level=INFO msg="health: readiness changed" ready=true after=…`)
 	}
 	assert.Equal(t, want, elideStacks(healthLines(&sink.logs)))
 }
@@ -258,7 +262,7 @@ func TestBlockedLogSinkHoldsNoCheckBack(t *testing.T) {
 		`level=ERROR msg="health: data-plane check failed" err="PLANTED-check-error-91bc wg0 10.0.0.1"`,
 		`level=WARN msg="health: readiness changed" ready=false reason="data plane lost"`,
 		`level=INFO msg="health: data-plane check recovered"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=ERROR msg="health: data-plane check failed" err="PLANTED-check-error-91bc wg0 10.0.0.1"`,
 		`level=WARN msg="health: readiness changed" ready=false reason="data plane lost"`,
 	}, lines[len(lines)-6:])
@@ -471,7 +475,7 @@ func testLogHandlerExit(t *testing.T, exit func()) {
 	waitLogWritten(s) // the panic, on the first line, has happened
 	s.SetDataPlaneReady()
 	assert.NoError(t, s.Ready())
-	assert.Equal(t, []string{`level=INFO msg="health: readiness changed" ready=true`}, readinessChanges(logs))
+	assert.Equal(t, []string{`level=INFO msg="health: readiness changed" ready=true after=…`}, readinessChanges(logs))
 
 	// Two lines queued together: the handler exits on the first again,
 	// and the second is still written, with no later line to start a
@@ -480,7 +484,7 @@ func testLogHandlerExit(t *testing.T, exit func()) {
 	h.panicked.Store(false)
 	s.SetSubsystemStopped("route sync")
 	assert.Equal(t, []string{
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem stopped"`,
 	}, readinessChanges(logs))
 	assert.Zero(t, logs.count(`msg="health: subsystem stopped"`), "the line the handler exited on")
@@ -552,14 +556,15 @@ func TestNoCallWaitsForTheSink(t *testing.T) {
 	waitLogWritten(s)
 	assert.Equal(t, []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
+		`level=WARN msg="health: watchdog override matches no watchdog" subsystem=gc`, // watched only later
 		`level=WARN msg="health: readiness changed" ready=false reason="event delivery degraded"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=INFO msg="health: watchdog timeout set by config" subsystem=gc timeout=0s`,
 		`level=WARN msg="health: readiness changed" ready=false reason="data plane check pending"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=ERROR msg="health: subsystem stopped" subsystem=route-sync`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem stopped"`,
 		`level=INFO msg="health: readiness changed" ready=false reason="event delivery stopped"`,

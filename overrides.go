@@ -3,6 +3,7 @@ package health
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -146,3 +147,103 @@ func (c *Config) validateWatchdogs() error {
 // "10ms" for "10m" would stop it many times a second and flip readiness
 // on every turn; no loop of an agent's is meant to turn faster.
 const minOverride = time.Second
+
+// SetWatchdogs replaces the overrides in force, as Config.Watchdogs sets
+// them at the start: an agent calls it when its ConfigMap changes, because
+// a restart to retune a falsely firing watchdog would run the drain path.
+// m is validated as Validate does; an error names the field, quotes the
+// name and changes nothing. Each watchdog whose timeout changes takes the
+// new one at once (its next deadline counts from its last Beat; one
+// switched on before its loop's first Beat is unmet until that Beat) and
+// logs the INFO line of Config.Watchdogs; a name left out returns its
+// watchdogs to the code's timeout. Once readiness has been ready, each
+// name m brings that no Watch has used logs a WARN.
+func (s *Server) SetWatchdogs(m map[string]Duration) error {
+	if err := (&Config{Watchdogs: m}).validateWatchdogs(); err != nil {
+		return err
+	}
+	m = maps.Clone(m)
+	s.mu.Lock()
+	defer s.unlock()
+	prev := s.cfg.Watchdogs
+	s.cfg.Watchdogs = m
+	var met []*Watchdog // to be stored met once the verdict is published
+	for _, w := range s.watch.list {
+		if s.retune(w, s.timeoutFor(w.name, w.code)) {
+			met = append(met, w)
+		}
+	}
+	if s.everReady {
+		s.warnUnusedOverrides(m, prev)
+	}
+	s.watchDeadlines()
+	s.update()
+	for _, w := range met {
+		w.met.Store(true)
+	}
+	return nil
+}
+
+// timeoutFor returns the timeout in force for a watchdog of name whose
+// code asks for code: the override's, when there is one and it is not
+// negative. A negative one can come only from a Config that skipped
+// Validate (SetWatchdogs refuses it); it is logged and ignored. s.mu must
+// be held.
+func (s *Server) timeoutFor(name string, code time.Duration) time.Duration {
+	d, ok := s.cfg.Watchdogs[name]
+	switch {
+	case !ok:
+		return code
+	case d < 0:
+		s.log(slog.LevelError, "health: watchdog timeout set by config is negative; the code's is kept",
+			"subsystem", name, "config", time.Duration(d), "timeout", code)
+		return code
+	}
+	return time.Duration(d)
+}
+
+// retune gives the running watchdog w the timeout in force, logging a
+// change, and reports whether w is to be stored met once the verdict is
+// published (see Watchdog.met). s.mu must be held; the caller arms the
+// timer and publishes.
+func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
+	if timeout == w.timeout {
+		return false
+	}
+	s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", w.name, "timeout", timeout)
+	wasDisabled := w.timeout == 0
+	w.timeout = timeout
+	switch {
+	case timeout == 0, w.beats.Load() > 0 && w.late && s.sinceEpoch() < w.deadline():
+		// Disabled, or late no more under the longer timeout: met.
+		w.overdue, w.late, w.stack = false, false, ""
+		return true
+	case wasDisabled && w.beats.Load() == 0:
+		// No evidence yet, as at Watch: unmet until the first Beat.
+		w.met.Store(false) // before the verdict that counts it unmet
+		w.overdue = true
+	case wasDisabled:
+		// Beaten while disabled, when no Beat records its goroutine: the
+		// next Beat takes the lock and records it, for the stack of a
+		// later deadline. The timer finds a deadline already passed.
+		w.met.Store(false)
+	}
+	return false
+}
+
+// warnUnusedOverrides logs a WARN for each name of m, but those of prev,
+// that no Watch has used: a misspelt override ("recnocile") otherwise does
+// nothing, unnoticed. It runs once readiness has first been ready, by when
+// an agent has watched its loops, and for the names a later SetWatchdogs
+// brings. s.mu must be held.
+func (s *Server) warnUnusedOverrides(m, prev map[string]Duration) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if _, used := s.watch.names[name]; used {
+			continue
+		}
+		if _, old := prev[name]; old {
+			continue
+		}
+		s.log(slog.LevelWarn, "health: watchdog override matches no watchdog", "subsystem", name)
+	}
+}

@@ -287,3 +287,197 @@ func TestConfigTimeoutSetsTheDeadline(t *testing.T) {
 	assert.Equal(t, `subsystem unresponsive: "reconcile" (no beat within 50ms)`, s.Ready().Error(), "patient, 1 ms in the code, is met, and gc disabled")
 	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms`))
 }
+
+// passTime moves s's clock d forward, as if d passed at once, and runs
+// the deadline timer's check as if it fired: a deadline the jump passed is
+// reported now, without a real wait.
+func passTime(s *Server, d time.Duration) {
+	s.mu.Lock()
+	s.epoch = s.epoch.Add(-d)
+	gen := s.watch.gen
+	s.mu.Unlock()
+	s.deadlinesPassed(gen)
+}
+
+// configLines are the lines of the watchdog overrides: set by config, a
+// negative one ignored, an unused name.
+func configLines(logs *logBuffer) []string {
+	var lines []string
+	for _, line := range healthLines(logs) {
+		if strings.Contains(line, "watchdog timeout set by config") || strings.Contains(line, "watchdog override") {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+// TestSetWatchdogsRefusesBadInput checks that SetWatchdogs validates as
+// Validate does, and that a refused map changes nothing: no timeout, no
+// line.
+func TestSetWatchdogsRefusesBadInput(t *testing.T) {
+	s, logs := newTestServer(t)
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": Duration(10 * time.Minute)}))
+	w := s.Watch("reconcile", 2*time.Minute)
+	defer w.Stop()
+	before := configLines(logs)
+	for _, tc := range []struct {
+		m   map[string]Duration
+		err string
+	}{
+		{map[string]Duration{"": Duration(time.Minute)}, `health: watchdogs: name "" is empty: use the name the agent gives Watch`},
+		{map[string]Duration{"reconcile": Duration(-time.Second)}, `health: watchdogs: name "reconcile": timeout -1s is negative; 0 disables the watchdog`},
+		{map[string]Duration{"reconcile": Duration(10 * time.Millisecond)}, `health: watchdogs: name "reconcile": timeout 10ms is under 1s; 0 disables the watchdog`},
+		{map[string]Duration{"a": Duration(time.Minute), "re\nconcile": 0}, `health: watchdogs: name "re\nconcile" holds a byte outside printable ASCII`},
+	} {
+		err := s.SetWatchdogs(tc.m)
+		require.Error(t, err)
+		assert.Equal(t, tc.err, err.Error())
+		assert.Equal(t, (&Config{Listen: DefaultListen, Watchdogs: tc.m}).Validate().Error(), err.Error(), "as Validate says")
+		assert.Equal(t, 10*time.Minute, s.Status().Watchdogs[0].Timeout, "changes nothing")
+	}
+	assert.Equal(t, before, configLines(logs), "a refused map logs nothing")
+}
+
+// TestSetWatchdogsRetunesARunningWatchdog walks one watchdog through every
+// change SetWatchdogs can make, each taking effect at once: shorter (its
+// deadline counted from its last Beat, reported within a second of it and
+// never before), longer (a late watchdog recovers), back to the code's,
+// unchanged (no line), disabled and enabled again.
+func TestSetWatchdogsRetunesARunningWatchdog(t *testing.T) {
+	s, logs := newReadyServer(t)
+	w := s.Watch("reconcile", 30*time.Minute)
+	defer w.Stop()
+	beforeBeat := time.Now()
+	w.Beat()
+	afterBeat := time.Now()
+	require.NoError(t, s.Ready())
+
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": Duration(time.Second)}))
+	if time.Since(beforeBeat) < time.Second {
+		assert.NoError(t, s.Ready(), "never before its deadline")
+	}
+	waitUnresponsive(t, s, "the new, shorter deadline")
+	seen := time.Now()
+	assert.GreaterOrEqual(t, seen.Sub(beforeBeat), time.Second, "never before the last Beat plus the new timeout")
+	assert.LessOrEqual(t, seen.Sub(afterBeat), 2*time.Second, "within a second of it")
+	takenStack(t, s, 0)
+
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": Duration(time.Hour)}))
+	assert.NoError(t, s.Ready(), "late no more: the last Beat is within the hour")
+	st := s.Status().Watchdogs[0]
+	assert.Equal(t, WatchdogStatus{Name: "reconcile", Timeout: time.Hour, Beats: 1, LastBeat: st.LastBeat, Timeouts: 1}, st)
+	assert.True(t, w.met.Load(), "a Beat needs no lock again")
+
+	require.NoError(t, s.SetWatchdogs(nil))
+	assert.Equal(t, 30*time.Minute, s.Status().Watchdogs[0].Timeout, "the code's again")
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"other": Duration(time.Minute)}))
+
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": 0}))
+	assert.Zero(t, s.Status().Watchdogs[0].Timeout)
+	passTime(s, 2*time.Hour)
+	assert.NoError(t, s.Ready(), "disabled: never unmet")
+	w.Beat() // records nothing: a disabled watchdog's Beat is a met one's
+
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": Duration(time.Hour)}))
+	assert.NoError(t, s.Ready(), "it beat while disabled: met until an hour after that Beat")
+	passTime(s, 2*time.Hour)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsRetunesARunningWatchdog", "the goroutine of its last Beat while enabled")
+
+	waitLogWritten(s)
+	assert.Equal(t, []string{
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=1s`,
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=1h0m0s`,
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=30m0s`,
+		`level=WARN msg="health: watchdog override matches no watchdog" subsystem=other`,
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=0s`,
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=1h0m0s`,
+	}, configLines(logs))
+}
+
+// TestSetWatchdogsRecordsTheBeatingGoroutine switches on a watchdog that
+// was disabled while its loop beat: the loop's next Beat records its
+// goroutine, whose stack a later deadline shows.
+func TestSetWatchdogsRecordsTheBeatingGoroutine(t *testing.T) {
+	s, _ := newReadyServer(t)
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": 0}))
+	w := s.Watch("reconcile", time.Minute)
+	defer w.Stop()
+	w.Beat()
+	require.NoError(t, s.SetWatchdogs(nil))
+	assert.NoError(t, s.Ready(), "beaten: met until a minute after that Beat")
+	assert.False(t, w.met.Load(), "the next Beat takes the lock")
+	passTime(s, 2*time.Minute)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Equal(t, stackBeatWhileDisabled, s.Status().Watchdogs[0].Stack, "no Beat since: no goroutine is known")
+
+	w.Beat()
+	require.NoError(t, s.Ready())
+	assert.True(t, w.met.Load(), "recovered")
+	assert.Zero(t, testing.AllocsPerRun(100, w.Beat))
+	passTime(s, 2*time.Minute)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsRecordsTheBeatingGoroutine", "this goroutine beat")
+}
+
+// TestSetWatchdogsEnabledBeatRecordsItsGoroutine: the first Beat after a
+// disabled watchdog is switched on, before any deadline, records its
+// goroutine, and only that Beat takes the lock.
+func TestSetWatchdogsEnabledBeatRecordsItsGoroutine(t *testing.T) {
+	s, _ := newReadyServer(t)
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": 0}))
+	w := s.Watch("reconcile", time.Minute)
+	defer w.Stop()
+	w.Beat()
+	require.NoError(t, s.SetWatchdogs(nil))
+	w.Beat()
+	assert.True(t, w.met.Load(), "only the first Beat takes the lock")
+	passTime(s, 2*time.Minute)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsEnabledBeatRecordsItsGoroutine")
+}
+
+// TestSetWatchdogsEnablesAnUnbeatenWatchdog: a watchdog switched on
+// before its loop's first Beat has no evidence, as at Watch: unmet until
+// that Beat.
+func TestSetWatchdogsEnablesAnUnbeatenWatchdog(t *testing.T) {
+	s, _ := newReadyServer(t)
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"gc": 0}))
+	w := s.Watch("gc", time.Minute)
+	defer w.Stop()
+	require.NoError(t, s.Ready(), "disabled")
+	require.NoError(t, s.SetWatchdogs(nil))
+	assert.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "no Beat yet")
+	w.Beat()
+	assert.NoError(t, s.Ready())
+}
+
+// TestOverrideMatchesNoWatchdog checks the WARN for a misspelt override:
+// none before readiness first turns ready, by when an agent has watched
+// its loops; then one for each name no Watch has used, once; and one for
+// each such name a later SetWatchdogs brings, but not again for a name
+// already in force.
+func TestOverrideMatchesNoWatchdog(t *testing.T) {
+	logs := &logBuffer{}
+	s := NewServer(Config{Watchdogs: map[string]Duration{
+		"recnocile": Duration(time.Minute), "reconcile": Duration(time.Minute),
+	}}, slogTo(logs))
+	w := s.Watch("reconcile", 2*time.Minute)
+	defer w.Stop()
+	w.Beat()
+	s.SetRegistered()
+	waitLogWritten(s)
+	assert.Empty(t, logs.count("matches no watchdog"), "not before readiness is first ready")
+	s.SetDataPlaneReady()
+	s.SetDeliveryStopped()
+	s.SetDataPlaneCheck(t.Context(), nil)
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{
+		"recnocile": Duration(time.Minute), "reconcile": Duration(time.Minute), "peer-wacth": Duration(2 * time.Minute),
+	}))
+	waitLogWritten(s)
+	assert.Equal(t, []string{
+		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=1m0s`,
+		`level=WARN msg="health: watchdog override matches no watchdog" subsystem=recnocile`,
+		`level=WARN msg="health: watchdog override matches no watchdog" subsystem=peer-wacth`,
+	}, configLines(logs))
+}

@@ -3,7 +3,9 @@ package health
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,4 +214,65 @@ func TestReadinessLogLevels(t *testing.T) {
 			assert.Equal(t, []string{step.line}, got, step.name)
 		}
 	}
+}
+
+// afterOf returns the after attribute of the last line of logs that holds
+// msg, parsed.
+func afterOf(t *testing.T, logs *logBuffer, msg string) time.Duration {
+	t.Helper()
+	var after time.Duration
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if !strings.Contains(line, msg) {
+			continue
+		}
+		m := regexp.MustCompile(` after=(\S+)`).FindStringSubmatch(line)
+		require.NotNil(t, m, "%s: no after", line)
+		d, err := time.ParseDuration(m[1])
+		require.NoError(t, err)
+		after = d
+	}
+	return after
+}
+
+// assertAfter checks a recovery line's after against the time the test
+// jumped the clock by and the real time that passed around the jump, both
+// sides, with the half millisecond the rounding allows.
+func assertAfter(t *testing.T, after, jump time.Duration, from time.Time) {
+	t.Helper()
+	assert.GreaterOrEqual(t, after, jump-time.Millisecond/2, "never less than the outage")
+	assert.LessOrEqual(t, after, jump+time.Since(from)+time.Millisecond/2, "nor more")
+}
+
+// TestRecoveryLinesSayHowLong checks after on both recovery lines: how
+// long readiness was not ready (since NewServer the first time), and how
+// long a watchdog was overdue, counted from its deadline. The clock jumps
+// (passTime), so the figures are exact whatever the machine's pace.
+func TestRecoveryLinesSayHowLong(t *testing.T) {
+	s, logs := newTestServer(t)
+	from := time.Now()
+	passTime(s, 90*time.Second)
+	setLatches(s)
+	waitLogWritten(s)
+	assertAfter(t, afterOf(t, logs, "ready=true"), 90*time.Second, from)
+
+	from = time.Now()
+	s.SetDeliveryMode(DeliveryModeDegradedPolling)
+	passTime(s, 30*time.Second)
+	s.SetDeliveryMode(DeliveryModeStreaming)
+	waitLogWritten(s)
+	assertAfter(t, afterOf(t, logs, "ready=true"), 30*time.Second, from)
+
+	w := s.Watch("reconcile", time.Hour)
+	defer w.Stop()
+	from = time.Now()
+	w.Beat()
+	passTime(s, 2*time.Hour) // late an hour ago
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	passTime(s, 45*time.Second)
+	w.Beat()
+	waitLogWritten(s)
+	assertAfter(t, afterOf(t, logs, "subsystem responsive again"), time.Hour+45*time.Second, from)
+	// Readiness learnt of the deadline only at the jump, when the timer's
+	// check ran: unready from there.
+	assertAfter(t, afterOf(t, logs, "ready=true"), 45*time.Second, from)
 }

@@ -18,6 +18,9 @@ const (
 	// stackNoBeat: the first deadline, counted from Watch, passed before
 	// any Beat, so no goroutine is known to be the loop's.
 	stackNoBeat = "no goroutine has beaten yet"
+	// stackBeatWhileDisabled: the loop beat, but only while its
+	// watchdog was disabled, when a Beat records nothing (see retune).
+	stackBeatWhileDisabled = "no goroutine is known: the loop beat only while its watchdog was disabled"
 	// stackNotFound: the goroutines' dump was cut (at maxDump, or by
 	// maxDumpPause) before the goroutine's turn came; it may or may not
 	// be alive.

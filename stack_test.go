@@ -424,13 +424,13 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	<-inDump // the second deadline's dump, after the first
 	assert.Equal(t, []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=30ms stack=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
 		`level=ERROR msg="health: subsystem unresponsive" subsystem=watch timeout=30ms stack=…`,
-		`level=INFO msg="health: subsystem responsive again" subsystem=reconcile`,
+		`level=INFO msg="health: subsystem responsive again" subsystem=reconcile after=…`,
 	}, elideStacks(healthLines(logs)))
 	stacks := 0
 	for _, line := range healthLines(logs) {

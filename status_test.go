@@ -322,7 +322,7 @@ func TestConditions(t *testing.T) {
 	conds := Conditions()
 	require.Len(t, conds, int(reasonReady), "one per row of the readiness table")
 	for r, err := range conds {
-		assert.Same(t, reasons[r], err, "row %d", r+1)
+		assert.Same(t, conditions[r].err, err, "row %d", r+1)
 		// Collectors use the text as a label value: keep it words of
 		// lower-case letters, so that it stays one without escaping.
 		assert.Regexp(t, `^[a-z]+( [a-z]+)*$`, err.Error())

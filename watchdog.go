@@ -21,7 +21,8 @@ import (
 type Watchdog struct {
 	s       *Server
 	name    string
-	timeout time.Duration // in force: Config.Watchdogs's when it has the name; 0 disabled
+	code    time.Duration // Watch's
+	timeout time.Duration // in force: the overrides' when they have the name; 0 disabled
 	total   int           // its name's index in watchState.totals
 
 	// last is the monotonic time of the last Beat, in nanoseconds since
@@ -57,8 +58,9 @@ type Watchdog struct {
 	// turn that hands work to another goroutine (the stack shows the wait).
 	// It is not the latest Beat's, because a met Beat records nothing, so
 	// that it stays free of locks and allocations.
-	goid  uint64
-	stack string // while late: what the deadline's line carried as stack
+	goid   uint64
+	stack  string        // while late: what the deadline's line carried as stack
+	lateAt time.Duration // while late: the deadline that passed, since s.epoch
 }
 
 // WatchdogStatus describes a watchdog for Status.
@@ -106,9 +108,9 @@ type watchState struct {
 // bring-up, with a timeout of seconds to minutes, well above the loop's
 // longest healthy turn. A non-positive timeout panics, naming the watchdog.
 //
-// A name in Config.Watchdogs takes the config's timeout instead, logged at
-// INFO; 0 there disables the watchdog (never unmet), a negative one is
-// ignored with an ERROR line. Name loops by kind ("reconcile"), not by
+// A name in the overrides in force (Config.Watchdogs, then SetWatchdogs's)
+// takes their timeout instead, logged at INFO; 0 there disables the
+// watchdog (never unmet), a negative one is ignored with an ERROR line. Name loops by kind ("reconcile"), not by
 // peer: each name's totals last the Server's life.
 func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	if timeout <= 0 {
@@ -116,16 +118,12 @@ func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	}
 	s.mu.Lock()
 	defer s.unlock()
-	if d, ok := s.cfg.Watchdogs[name]; ok {
-		if d < 0 {
-			s.log(slog.LevelError, "health: watchdog timeout set by config is negative; the code's is kept",
-				"subsystem", name, "config", time.Duration(d), "timeout", timeout)
-		} else {
-			timeout = time.Duration(d)
-			s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", name, "timeout", timeout)
-		}
+	code := timeout
+	timeout = s.timeoutFor(name, code)
+	if d, ok := s.cfg.Watchdogs[name]; ok && d >= 0 {
+		s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", name, "timeout", timeout)
 	}
-	w := &Watchdog{s: s, name: name, timeout: timeout, overdue: timeout > 0}
+	w := &Watchdog{s: s, name: name, code: code, timeout: timeout, overdue: timeout > 0}
 	w.met.Store(!w.overdue) // a disabled watchdog is met for good: its Beat never locks
 	w.total = s.watch.totalOf(name)
 	w.last.Store(int64(s.sinceEpoch()))
@@ -165,15 +163,25 @@ func (s *Server) beatOverdue(w *Watchdog) {
 	goid := goroutineID()
 	s.mu.Lock()
 	defer s.unlock()
-	if w.stopped || !w.overdue {
-		return // stopped, or another Beat got here first and published
+	if w.stopped {
+		return
+	}
+	if !w.overdue {
+		// Another Beat got here first and published; or w beat while
+		// disabled, and SetWatchdogs switched it on (retune).
+		if w.goid == 0 {
+			w.goid = goid
+		}
+		w.met.Store(true)
+		return
 	}
 	w.overdue = false
 	w.goid = goid
 	w.stack = ""
 	if w.late {
 		w.late = false
-		s.log(slog.LevelInfo, "health: subsystem responsive again", "subsystem", w.name)
+		s.log(slog.LevelInfo, "health: subsystem responsive again", "subsystem", w.name,
+			"after", roundAfter(s.sinceEpoch()-w.lateAt))
 	}
 	s.watchDeadlines()
 	s.update()

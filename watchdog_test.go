@@ -97,9 +97,9 @@ func TestWatchdogFirstBeat(t *testing.T) {
 	assert.Equal(t, "ok\n", serve(s.Handler(), http.MethodGet, "/readyz").Body.String())
 	assert.Equal(t, []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
-		`level=INFO msg="health: readiness changed" ready=true`,
+		`level=INFO msg="health: readiness changed" ready=true after=…`,
 	}, readinessChanges(logs))
 	assert.Zero(t, logs.count(`msg="health: subsystem unresponsive"`), "no deadline has passed")
 	assert.Zero(t, logs.count("responsive again"), "a first Beat is not a recovery")
