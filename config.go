@@ -36,11 +36,11 @@ func (c *Config) IsEnabled() bool {
 }
 
 // Validate reports the first bad field, naming it and quoting the value;
-// call ApplyDefaults first. Listen, checked even when disabled, is host:port:
-// the port a number to 65535, the host empty (every interface), an IP
-// address ("[fe80::1%eth0]:9101") or RFC 1123 labels, never "[]", a trailing
-// dot, a byte outside printable ASCII or C's "0x7f.1". Watchdogs refuses an
-// empty name, a byte outside printable ASCII, a negative timeout or one under 1 s.
+// call ApplyDefaults first. Listen, checked even when disabled, is
+// host:port: a port to 65535, a host empty (every interface), an IP address
+// ("[fe80::1%eth0]:9101") or RFC 1123 labels ("0x7f.1" and "a." are not).
+// Watchdogs refuses an empty name, a byte outside printable ASCII, a
+// negative timeout or one under 1 s.
 func (c *Config) Validate() error {
 	if err := c.validateListen(); err != nil {
 		return err

@@ -80,12 +80,9 @@ func readinessResponses() [reasonReady + 1]response {
 }
 
 // Handler returns the probe handler: GET or HEAD of /healthz, /readyz and
-// /readyz/<check>, 405 for another method there, 404 for any other path,
-// matched exactly (never a redirect). On /readyz, a query key "verbose"
-// asks for the Kubernetes API server's verbose body, and each "exclude"
-// leaves a check out, as the API server's do; /readyz/<check> answers for
-// that check alone and ignores the query, as /healthz does. Readiness
-// answers of every form count in ProbeCounts.ReadyOK and ReadyNotReady. It
+// /readyz/<check>, 405 for another method, 404 for any other path (exact,
+// never a redirect). On /readyz the query keys "verbose" and "exclude" act
+// as the Kubernetes API server's; /readyz/<check> ignores the query. It
 // takes no lock, logs nothing and allocates nothing.
 func (s *Server) Handler() http.Handler { return probeHandler{s} }
 

@@ -560,3 +560,16 @@ func TestImportsStandardLibraryOnly(t *testing.T) {
 			"GOOS=%s: the packages outside the standard library that health imports", goos)
 	}
 }
+
+// TestGoDocFitsItsBudget keeps the package's documentation readable in one
+// sitting: go doc -all is what a user reads first, and every line over 300
+// is a why said twice or a detail that belongs in the README or docs/.
+func TestGoDocFitsItsBudget(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH:", err)
+	}
+	out, err := exec.Command(goCmd, "doc", "-all", ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.LessOrEqual(t, bytes.Count(out, []byte("\n")), 300, "lines of go doc -all")
+}

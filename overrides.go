@@ -148,16 +148,12 @@ func (c *Config) validateWatchdogs() error {
 // on every turn; no loop of an agent's is meant to turn faster.
 const minOverride = time.Second
 
-// SetWatchdogs replaces the overrides in force, as Config.Watchdogs sets
-// them at the start: an agent calls it when its ConfigMap changes, because
-// a restart to retune a falsely firing watchdog would run the drain path.
-// m is validated as Validate does; an error names the field, quotes the
-// name and changes nothing. Each watchdog whose timeout changes takes the
-// new one at once (its next deadline counts from its last Beat; one
-// switched on before its loop's first Beat is unmet until that Beat) and
-// logs the INFO line of Config.Watchdogs; a name left out returns its
-// watchdogs to the code's timeout. Once readiness has been ready, each
-// name m brings that no Watch has used logs a WARN.
+// SetWatchdogs replaces the overrides in force (Config.Watchdogs at the
+// start), validated as Validate does: an error changes nothing. A restart
+// to retune a falsely firing watchdog would run the drain path. A changed
+// timeout takes effect at once, from the last Beat, logged at INFO as the
+// config's; once readiness has been ready, a new name no Watch uses logs a
+// WARN.
 func (s *Server) SetWatchdogs(m map[string]Duration) error {
 	if err := (&Config{Watchdogs: m}).validateWatchdogs(); err != nil {
 		return err

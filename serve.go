@@ -53,8 +53,7 @@ func (e *addrInUseError) Unwrap() error { return e.err }
 // returns once every connection and goroutine of its own has ended; its log
 // lines go through the Server's queue (NewServer), so the last may follow.
 // A nil ln is an error unless the config is disabled (a non-nil one is
-// served even then). Each connection's time, header (4 KiB) and requests
-// (one) are bounded, and how many it holds (README, Limits).
+// served even then). What a connection may hold is bounded (README, Limits).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {

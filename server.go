@@ -72,10 +72,9 @@ type Server struct {
 // slog.Default()). It is not ready, and its delivery mode is streaming.
 //
 // No method, probe or Serve waits for the logger, whose handler may call the
-// Server: a goroutine of the package's writes every line, in order, with the
-// time and source of the call that made it, maybe after that call returned.
-// While the logger blocks, 256 lines wait and older ones are dropped and
-// counted. A handler's panic costs only the line.
+// Server: a goroutine of the package's writes the lines in order, each with
+// its call's time and source. While the logger blocks, 256 lines wait; older
+// ones are dropped and counted; a handler's panic costs only its line.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
 	cfg.ApplyDefaults()
 	// Watch reads the map without a lock: a caller that changes its own

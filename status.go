@@ -38,8 +38,8 @@ type CheckStatus struct {
 // a kubelet that misses the listener.
 type ProbeCounts struct {
 	Liveness      uint64 // /healthz answered 200
-	ReadyOK       uint64 // /readyz answered 200
-	ReadyNotReady uint64 // /readyz answered 503
+	ReadyOK       uint64 // /readyz answered 200, /readyz/<check> and excludes too
+	ReadyNotReady uint64 // /readyz answered 503, likewise
 	Other         uint64 // 404 and 405 answers
 }
 

@@ -10,14 +10,11 @@ import (
 )
 
 // A Watchdog, made by Server.Watch, watches one of the agent's loops: the
-// loop calls Beat every turn, and one that stops beating for longer than its
-// timeout (hung on a watch or a lock) makes the node not ready
-// (ErrSubsystemUnresponsive), never restarts it, until it beats again. A
-// deadline passed logs ERROR "health: subsystem unresponsive" with the stack
-// (runtime.Stack's, at most 16 KiB) of the goroutine whose Beat last made it
-// met, or "the goroutine that last beat has exited", and Status shows it
-// while overdue: so beat from the loop's own goroutine, where it hangs. Its
-// methods are safe for concurrent use.
+// loop calls Beat every turn, and one that stops beating for longer than
+// its timeout makes the node not ready (ErrSubsystemUnresponsive), never
+// restarts it. A deadline passed logs ERROR with the stack of the goroutine
+// whose Beat last made it met: so beat from the loop's own goroutine, where
+// it hangs. Its methods are safe for concurrent use.
 type Watchdog struct {
 	s       *Server
 	name    string
@@ -66,7 +63,7 @@ type Watchdog struct {
 // WatchdogStatus describes a watchdog for Status.
 type WatchdogStatus struct {
 	Name     string
-	Timeout  time.Duration // in force: Config.Watchdogs's for the name, or the code's; 0 disabled
+	Timeout  time.Duration // in force: the overrides' for the name, or the code's; 0 disabled
 	Beats    uint64        // Beats since Watch
 	LastBeat time.Time     // zero before the first Beat
 	Overdue  bool          // unmet: no Beat yet, or none within Timeout
@@ -74,8 +71,7 @@ type WatchdogStatus struct {
 	Stack    string        // while Overdue after a deadline, its ERROR line's stack once taken; else empty
 }
 
-// WatchdogTotals count the Beats and Timeouts of one name's watchdogs, the
-// stopped ones too: counters that, unlike sums over Watchdogs, never fall.
+// WatchdogTotals count one name's Beats and Timeouts: they never fall.
 type WatchdogTotals struct {
 	Name     string
 	Beats    uint64
