@@ -175,6 +175,19 @@ func TestShortPathMatchesNetHTTP(t *testing.T) {
 	for _, tc := range probetest.NotPlainProbes {
 		reqs = append(reqs, tc.Raw)
 	}
+	// The package's own paths and queries, which the listener's tests,
+	// with a handler of their own, do not know.
+	for _, target := range []string{
+		"/readyz/registration", "/readyz/data-plane", "/readyz/data-plane-check", "/readyz/event-delivery",
+		"/readyz/subsystems?verbose", "/readyz/nope", "/readyz/", "/readyz/subsystems/",
+		"/readyz?exclude=registration&exclude=event-delivery&exclude=subsystems",
+		"/readyz?exclude=registration&exclude=event-delivery&exclude=subsystems&verbose",
+		"/readyz?verbose&exclude=nope&exclude=data%2Dplane", "/readyz?exclude",
+	} {
+		for _, method := range []string{"GET", "HEAD", "POST"} {
+			reqs = append(reqs, method+" "+target+" HTTP/1.1\r\nHost: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.34\r\nAccept: */*\r\nConnection: close\r\n\r\n")
+		}
+	}
 	for _, st := range serverStates {
 		t.Run(st.name, func(t *testing.T) {
 			s, logs := newTestServer(t)
