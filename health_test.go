@@ -30,8 +30,9 @@ import (
 // This file holds what the package's tests share: TestMain, the helpers
 // and the table of server states the other _test.go files use, and the
 // tests that span the whole package (the concurrency hammer, the README's
-// snippet). Each other test file is paired with the source file whose
-// behaviour it checks.
+// snippet, the imports, go doc's length). Most other test files are paired
+// with the source file whose behaviour they check; bench_test.go holds the
+// benchmarks and example_test.go the examples.
 
 // TestMain fails the run if any goroutine outlives the tests: Serve and the
 // poller promise to leave nothing behind. A test calls goleak.VerifyNone

@@ -436,9 +436,8 @@ func TestLogLinesKeepTheirSource(t *testing.T) {
 	}, sources)
 }
 
-// panickyHandler panics on its first record, as a buggy handler might.
-// panickyHandler leaves its first Handle by exit: a panic, or a
-// runtime.Goexit, which no recover sees.
+// panickyHandler leaves its first Handle by exit, as a buggy handler
+// might: a panic, or a runtime.Goexit, which no recover sees.
 type panickyHandler struct {
 	slog.Handler
 	exit     func()

@@ -111,8 +111,9 @@ func (c clockReading) at(sinceEpoch time.Duration) time.Time {
 }
 
 // pressureWindow is how long after its last eviction the limiter still
-// reports pressure: long enough that a scrape every 15 s or so sees a flood
-// that comes in bursts.
+// reports pressure: long enough that a flood pausing a few seconds between
+// bursts reads as one. A scrape every 15 s can miss a burst that ended more
+// than 10 s before it; Evicted, a counter, still shows it.
 const pressureWindow = 10 * time.Second
 
 // ConnStatus is Serve's connections, summed over Serve calls. On Linux a
