@@ -3,7 +3,7 @@ module github.com/meshnode/health/healthprom
 go 1.26.0
 
 require (
-	github.com/meshnode/health v0.1.0
+	github.com/meshnode/health v0.0.0-20261204231336-8e93ce56088f
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/stretchr/testify v1.12.1
@@ -22,11 +22,12 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// The two modules are versioned together in one repository: healthprom is
-// built and tested against the health package of the same commit, never a
-// published one, so a change to Status and its collector land as one.
-// A replace directive applies only to this module's own builds; a user's
-// build ignores it and uses the health version required above: the tag
-// of the same commit (v0.1.0 with healthprom/v0.1.0, the first release),
-// which each release sets.
+// Only the branch main lands in this repository; nothing is tagged. So
+// health is required at a pseudo-version of a commit on main (its committer
+// time in UTC and its hash; TestHealthVersionIsOnThisBranch checks both).
+// A go.mod cannot name the commit that holds it, so that commit is older
+// than this one: a user takes both modules at @main, and Go builds with the
+// higher of the two health versions. This replace applies only to this
+// module's own builds and tests, which use the health package of the same
+// checkout, so that a change to Status and its collector land as one.
 replace github.com/meshnode/health => ../
