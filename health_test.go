@@ -40,11 +40,10 @@ import (
 // to end, or that no goroutine is left is what the test is about).
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// logBuffer is a slog destination that tests can read while the poller
-// writes to it.
+// logBuffer is probetest's log buffer, read once its Server has written
+// what it queued.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	probetest.LogBuffer
 	// server, when set, is the Server whose log this is. A line decided
 	// in the timer's or the poller's goroutine is written after the
 	// answer it reports is published, so String first waits until the
@@ -53,31 +52,15 @@ type logBuffer struct {
 	server *Server
 }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 func (b *logBuffer) String() string {
 	if b.server != nil {
 		waitLogWritten(b.server)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return b.LogBuffer.String()
 }
 
 // count returns how many log lines contain substr.
-func (b *logBuffer) count(substr string) int {
-	n := 0
-	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.Contains(line, substr) {
-			n++
-		}
-	}
-	return n
-}
+func (b *logBuffer) count(substr string) int { return probetest.Count(b.String(), substr) }
 
 func newTestServer(t *testing.T) (*Server, *logBuffer) {
 	t.Helper()
@@ -258,12 +241,8 @@ func readinessChanges(logs *logBuffer) []string {
 // failingCheck returns a check that always fails with err.
 func failingCheck(err error) func() error { return func() error { return err } }
 
-// eventually waits for cond, for conditions set by a timer (the stall
-// bound), where no call of the check marks the moment.
-func eventually(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	require.Eventually(t, cond, 10*time.Second, time.Millisecond, what)
-}
+// eventually: see probetest.
+var eventually = probetest.Eventually
 
 var errPlantedCheck = errors.New("PLANTED-check-error-91bc wg0 10.0.0.1")
 

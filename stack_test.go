@@ -394,9 +394,7 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 		return dumpAll(buf)
 	}
 	written := func(substr string) int { // what the sink has taken, without waiting for the rest
-		logs.mu.Lock()
-		defer logs.mu.Unlock()
-		return strings.Count(logs.buf.String(), substr)
+		return strings.Count(logs.LogBuffer.String(), substr)
 	}
 	w := s.Watch("reconcile", 30*time.Millisecond)
 	defer w.Stop()
