@@ -224,3 +224,27 @@ func probeOnce(b *testing.B, addr string, buf []byte) {
 		b.Fatalf("answer %q", buf[:n])
 	}
 }
+
+// BenchmarkVerdictChange is what a change of readiness costs the setter
+// that makes it, under the Server's lock: the new verdict, with every
+// /readyz?verbose answer it may give (64, by excludes and warning) built
+// ahead, so that no probe builds one. Each iteration is one change
+// (delivery degraded, then streaming again); SetDeliveryMode with no
+// change is the floor.
+func BenchmarkVerdictChange(b *testing.B) {
+	for _, change := range []bool{false, true} {
+		b.Run(map[bool]string{false: "floor_no_change", true: "change"}[change], func(b *testing.B) {
+			s := probeServer(true, false)
+			modes := [2]DeliveryMode{DeliveryModeStreaming, DeliveryModeStreaming}
+			if change {
+				modes[1] = DeliveryModeDegradedPolling
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				s.SetDeliveryMode(modes[i%2])
+			}
+		})
+	}
+}
