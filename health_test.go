@@ -339,6 +339,22 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 			}
 		},
 		func(int) { _ = s.Ready() },
+		func(i int) {
+			overrides := []map[string]Duration{
+				{"steady": Duration(2 * time.Hour), "loop0": 0},
+				{"loop1": Duration(3 * time.Hour), "typo": Duration(time.Minute)},
+				nil,
+			}
+			assert.NoError(t, s.SetWatchdogs(overrides[i%len(overrides)]))
+		},
+		func(i int) {
+			if i%50 == 0 { // Listen reads the Config as SetWatchdogs runs
+				ln, err := s.Listen()
+				if assert.NoError(t, err) {
+					_ = ln.Close()
+				}
+			}
+		},
 	}
 	for _, set := range setters {
 		wg.Add(1)
@@ -368,6 +384,7 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 	s.SetDeliveryMode(DeliveryModeStreaming)
 	s.SetDataPlaneCheck(ctx, nil)
 	flapping.Stop()
+	require.NoError(t, s.SetWatchdogs(nil))
 	steady.Beat()
 	st := s.Status()
 	assert.Len(t, st.Watchdogs, 1+rounds/2, "steady and every odd loop")

@@ -161,8 +161,8 @@ func (s *Server) SetWatchdogs(m map[string]Duration) error {
 	m = maps.Clone(m)
 	s.mu.Lock()
 	defer s.unlock()
-	prev := s.cfg.Watchdogs
-	s.cfg.Watchdogs = m
+	prev := s.overrides
+	s.overrides = m
 	var met []*Watchdog // to be stored met once the verdict is published
 	for _, w := range s.watch.list {
 		if s.retune(w, s.timeoutFor(w.name, w.code)) {
@@ -186,7 +186,7 @@ func (s *Server) SetWatchdogs(m map[string]Duration) error {
 // Validate (SetWatchdogs refuses it); it is logged and ignored. s.mu must
 // be held.
 func (s *Server) timeoutFor(name string, code time.Duration) time.Duration {
-	d, ok := s.cfg.Watchdogs[name]
+	d, ok := s.overrides[name]
 	switch {
 	case !ok:
 		return code

@@ -135,7 +135,7 @@ func (s *Server) logReadinessChange(prev, next reason) {
 		s.log(slog.LevelInfo, "health: readiness changed", "ready", true, "after", roundAfter(now-s.unreadySince))
 		if !s.everReady {
 			s.everReady = true
-			s.warnUnusedOverrides(s.cfg.Watchdogs, nil)
+			s.warnUnusedOverrides(s.overrides, nil)
 		}
 	case prev == reasonReady:
 		s.unreadySince = now

@@ -14,7 +14,7 @@ import (
 // Server holds the readiness state and serves the probes; create it with
 // NewServer. Its methods are safe for concurrent use, in any order.
 type Server struct {
-	cfg Config
+	cfg Config // as NewServer made it; never changed
 
 	// verdict is what a probe reads: one atomic load, whatever the rate
 	// of probes. It is replaced, under mu, only when the state changes
@@ -53,7 +53,8 @@ type Server struct {
 	checks          checkCounters
 	poller          *poller // the current data-plane poller; nil when none is set
 	watch           watchState
-	changed         chan struct{} // Changed's channel; nil until someone asks
+	overrides       map[string]Duration // the watchdog timeouts in force by name: Config.Watchdogs, then SetWatchdogs's
+	changed         chan struct{}       // Changed's channel; nil until someone asks
 	// since is when the set of unmet conditions last changed, on the
 	// monotonic clock since epoch: 0, NewServer's time, until the first
 	// change (Status.Since).
@@ -77,14 +78,12 @@ type Server struct {
 // ones are dropped and counted; a handler's panic costs only its line.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
 	cfg.ApplyDefaults()
-	// Watch reads the map without a lock: a caller that changes its own
-	// map later changes nothing here.
-	cfg.Watchdogs = maps.Clone(cfg.Watchdogs)
 	if logger == nil {
 		logger = slog.Default()
 	}
 	s := &Server{
 		cfg:         cfg,
+		overrides:   maps.Clone(cfg.Watchdogs), // the caller's map may change
 		checkPeriod: dataPlaneCheckPeriod,
 		epoch:       time.Now(),
 		stackDump:   dumpAll,

@@ -116,7 +116,7 @@ func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	defer s.unlock()
 	code := timeout
 	timeout = s.timeoutFor(name, code)
-	if d, ok := s.cfg.Watchdogs[name]; ok && d >= 0 {
+	if d, ok := s.overrides[name]; ok && d >= 0 {
 		s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", name, "timeout", timeout)
 	}
 	w := &Watchdog{s: s, name: name, code: code, timeout: timeout, overdue: timeout > 0}
