@@ -79,15 +79,18 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		if w.late || w.timeout == 0 || now < w.deadline() {
 			continue
 		}
-		// Clear met, then read last again: see Watchdog.met.
+		// Clear met, then read last again: see Watchdog.met. The
+		// deadline is read once, so that a Beat after this read cannot
+		// make lateAt one that has not passed.
 		wasMet := w.met.Swap(false)
-		if now < w.deadline() {
+		deadline := w.deadline()
+		if now < deadline {
 			w.met.Store(wasMet)
 			continue
 		}
 		w.overdue = true
 		w.late = true
-		w.lateAt = w.deadline()
+		w.lateAt = deadline
 		w.timeouts++
 		line := s.logLater(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
 		if w.goid == 0 && w.beats.Load() > 0 {

@@ -200,7 +200,9 @@ func (s *Server) timeoutFor(name string, code time.Duration) time.Duration {
 
 // retune gives the running watchdog w the timeout in force, logging a
 // change, and reports whether w is to be stored met once the verdict is
-// published (see Watchdog.met). s.mu must be held; the caller arms the
+// published (see Watchdog.met). A watchdog it makes met without a Beat
+// (disabled, or late no more) logs no "responsive again": it did not beat;
+// the line of the change says why. s.mu must be held; the caller arms the
 // timer and publishes.
 func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	if timeout == w.timeout {
@@ -210,19 +212,21 @@ func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	wasDisabled := w.timeout == 0
 	w.timeout = timeout
 	switch {
-	case timeout == 0, w.beats.Load() > 0 && w.late && s.sinceEpoch() < w.deadline():
-		// Disabled, or late no more under the longer timeout: met.
-		w.overdue, w.late, w.stack = false, false, ""
-		return true
-	case wasDisabled && w.beats.Load() == 0:
-		// No evidence yet, as at Watch: unmet until the first Beat.
-		w.met.Store(false) // before the verdict that counts it unmet
-		w.overdue = true
 	case wasDisabled:
-		// Beaten while disabled, when no Beat records its goroutine: the
-		// next Beat takes the lock and records it, for the stack of a
-		// later deadline. The timer finds a deadline already passed.
+		// Its Beats recorded no goroutine while it was disabled, and the
+		// one recorded before may be long gone: the next Beat takes the
+		// lock and records its own, for a later deadline's stack. met is
+		// cleared before beats is read, so that a first Beat racing this
+		// either is counted here or finds met false (see Watchdog.met).
 		w.met.Store(false)
+		w.goid = 0
+		w.overdue = w.beats.Load() == 0 // no evidence yet, as at Watch
+	case timeout == 0, w.late && w.beats.Load() > 0 && s.sinceEpoch() < w.deadline():
+		// Disabled, or late no more under the longer timeout: met. With
+		// no goroutine known (it beat only while disabled), met stays
+		// false, so that the next Beat records one.
+		w.overdue, w.late, w.stack = false, false, ""
+		return timeout == 0 || w.goid != 0
 	}
 	return false
 }

@@ -382,7 +382,7 @@ func TestSetWatchdogsRetunesARunningWatchdog(t *testing.T) {
 	assert.NoError(t, s.Ready(), "it beat while disabled: met until an hour after that Beat")
 	passTime(s, 2*time.Hour)
 	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
-	assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsRetunesARunningWatchdog", "the goroutine of its last Beat while enabled")
+	assert.Equal(t, stackBeatWhileDisabled, takenStack(t, s, 0), "its last Beat was while disabled: the goroutine before is forgotten")
 
 	waitLogWritten(s)
 	assert.Equal(t, []string{
@@ -480,4 +480,48 @@ func TestOverrideMatchesNoWatchdog(t *testing.T) {
 		`level=WARN msg="health: watchdog override matches no watchdog" subsystem=recnocile`,
 		`level=WARN msg="health: watchdog override matches no watchdog" subsystem=peer-wacth`,
 	}, configLines(logs))
+}
+
+// TestSetWatchdogsFirstBeatRacesEnable: a disabled watchdog's first Beat
+// races the SetWatchdogs that switches it on. Once both have returned it
+// has beaten within its hour, so it must be met, whichever came first:
+// retune clears met before it reads the count of Beats (Watchdog.met).
+func TestSetWatchdogsFirstBeatRacesEnable(t *testing.T) {
+	for i := range 2000 {
+		s := NewServer(Config{Watchdogs: map[string]Duration{"loop": 0}}, discardLogger())
+		setLatches(s)
+		w := s.Watch("loop", time.Hour)
+		beaten := make(chan struct{})
+		go func() {
+			defer close(beaten)
+			w.Beat()
+		}()
+		require.NoError(t, s.SetWatchdogs(nil)) // back to the code's hour
+		<-beaten
+		require.NoError(t, s.Ready(), "round %d: beaten once, within its hour", i)
+		w.Stop()
+	}
+}
+
+// TestSetWatchdogsStackAfterALateRetune: a watchdog late with no goroutine
+// known (it beat only while disabled), made met by a longer timeout, then
+// beaten while enabled: its next deadline shows that Beat's goroutine.
+func TestSetWatchdogsStackAfterALateRetune(t *testing.T) {
+	s, _ := newReadyServer(t)
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"x": 0}))
+	w := s.Watch("x", time.Hour)
+	defer w.Stop()
+	w.Beat() // while disabled
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"x": Duration(time.Minute)}))
+	passTime(s, 2*time.Minute)
+	require.Equal(t, stackBeatWhileDisabled, s.Status().Watchdogs[0].Stack)
+
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"x": Duration(time.Hour)}))
+	require.NoError(t, s.Ready(), "late no more")
+	assert.False(t, w.met.Load(), "no goroutine known: the next Beat takes the lock")
+	w.Beat()
+	assert.True(t, w.met.Load())
+	passTime(s, 2*time.Hour)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsStackAfterALateRetune")
 }
