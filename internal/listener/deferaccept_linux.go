@@ -13,10 +13,10 @@ import (
 // it connects again. So the wait sets how often each silent client comes
 // back through Accept. Under a flood every comeback pushes a probe that
 // arrived empty (a SYN cookie, once the queue is full) closer to
-// eviction: with the header timeout's 2 s here (3 s once rounded), 8,000
-// silent clients made Serve close about ten times as many connections a
-// second as they do now, and a probe writing 20 ms late at a descriptor
-// limit of 128 was lost one time in ten. A client
+// eviction: with the header timeout's 2 s here (3 s once rounded, against
+// 31 s), each silent client came back ten times as often, and under the SYN-cookie
+// loads of docs/load.md (11 and 12) a probe writing 20 ms late at a
+// descriptor limit of 128 was lost far more often. A client
 // that writes within 15 s is accepted the moment its bytes arrive, so the
 // wait slows no probe. Later than that, a client whose TCP keepalive has
 // probed the waiting handshake (Go's dialer does at 15 s) has its bytes

@@ -10,8 +10,8 @@ import (
 )
 
 // maxRequestBytes caps what a connection may send before the end of its
-// request header: 4 KiB less a byte, some thirty times a kubelet's request
-// with a few custom headers.
+// request header: 4 KiB less a byte, room for a kubelet's request (about
+// 130 bytes) with as many custom httpHeaders as the 64-line cap allows.
 //
 // It is also the first of this file's guards against net/http's linger.
 // When net/http refuses a request (a header over MaxHeaderBytes + 4 KiB;

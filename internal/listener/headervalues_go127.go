@@ -9,6 +9,6 @@ import "net/http"
 // lingers (see maxRequestBytes), out of reach of any request the
 // connection lets through. Every value costs at least a byte: net/http
 // counts a header line as one value and a Trailer header's values by its
-// commas, so a request within maxRequestBytes carries about 4,000 values
-// at most, never maxRequestBytes of them.
+// commas, so a request within maxRequestBytes carries fewer values than
+// it has bytes, and this cap is never the one reached.
 func limitHeaderValues(srv *http.Server) { srv.MaxHeaderValueCount = maxRequestBytes }

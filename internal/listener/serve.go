@@ -23,7 +23,7 @@
 //     net/http's ReadHeaderTimeout would), or room is needed (the one
 //     that waited longest is closed: an eviction). Evicting from
 //     goroutines instead turned a flood into a reconnect storm that cost
-//     twelve times a plain server's CPU.
+//     many times a plain server's CPU (SPEC v4).
 //   - net/http gets the rest, in at most 256 slots (a quarter of the
 //     soft descriptor limit), each counted until its goroutine ends. On
 //     Linux they hold only whole headers, answered in microseconds;
