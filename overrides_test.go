@@ -395,46 +395,47 @@ func TestSetWatchdogsRetunesARunningWatchdog(t *testing.T) {
 	}, configLines(logs))
 }
 
-// TestSetWatchdogsRecordsTheBeatingGoroutine switches on a watchdog that
-// was disabled while its loop beat: the loop's next Beat records its
-// goroutine, whose stack a later deadline shows.
-func TestSetWatchdogsRecordsTheBeatingGoroutine(t *testing.T) {
+// beatWhileDisabled returns a watchdog that beat while the overrides
+// disabled it, then was switched back on to its code's minute.
+func beatWhileDisabled(t *testing.T) (*Server, *Watchdog) {
 	s, _ := newReadyServer(t)
 	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": 0}))
 	w := s.Watch("reconcile", time.Minute)
-	defer w.Stop()
+	t.Cleanup(w.Stop)
 	w.Beat()
 	require.NoError(t, s.SetWatchdogs(nil))
-	assert.NoError(t, s.Ready(), "beaten: met until a minute after that Beat")
-	assert.False(t, w.met.Load(), "the next Beat takes the lock")
-	passTime(s, 2*time.Minute)
-	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
-	assert.Equal(t, stackBeatWhileDisabled, s.Status().Watchdogs[0].Stack, "no Beat since: no goroutine is known")
-
-	w.Beat()
-	require.NoError(t, s.Ready())
-	assert.True(t, w.met.Load(), "recovered")
-	assert.Zero(t, testing.AllocsPerRun(100, w.Beat))
-	passTime(s, 2*time.Minute)
-	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
-	assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsRecordsTheBeatingGoroutine", "this goroutine beat")
+	require.NoError(t, s.Ready(), "beaten: met until a minute after that Beat")
+	require.False(t, w.met.Load(), "the next Beat takes the lock, to record its goroutine")
+	return s, w
 }
 
-// TestSetWatchdogsEnabledBeatRecordsItsGoroutine: the first Beat after a
-// disabled watchdog is switched on, before any deadline, records its
-// goroutine, and only that Beat takes the lock.
-func TestSetWatchdogsEnabledBeatRecordsItsGoroutine(t *testing.T) {
-	s, _ := newReadyServer(t)
-	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": 0}))
-	w := s.Watch("reconcile", time.Minute)
-	defer w.Stop()
-	w.Beat()
-	require.NoError(t, s.SetWatchdogs(nil))
-	w.Beat()
-	assert.True(t, w.met.Load(), "only the first Beat takes the lock")
-	passTime(s, 2*time.Minute)
-	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
-	assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsEnabledBeatRecordsItsGoroutine")
+// TestSetWatchdogsRecordsTheBeatingGoroutine switches on a watchdog that
+// was disabled while its loop beat. A deadline before the loop's next
+// Beat knows no goroutine; that Beat, before a deadline or after one,
+// records its own, whose stack the next deadline shows, and it alone
+// takes the lock.
+func TestSetWatchdogsRecordsTheBeatingGoroutine(t *testing.T) {
+	t.Run("a deadline before the next Beat", func(t *testing.T) {
+		s, w := beatWhileDisabled(t)
+		passTime(s, 2*time.Minute)
+		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+		assert.Equal(t, stackBeatWhileDisabled, s.Status().Watchdogs[0].Stack, "no goroutine is known")
+		w.Beat()
+		require.NoError(t, s.Ready(), "recovered")
+		assert.True(t, w.met.Load())
+		passTime(s, 2*time.Minute)
+		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+		assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsRecordsTheBeatingGoroutine", "this goroutine beat")
+	})
+	t.Run("the next Beat before a deadline", func(t *testing.T) {
+		s, w := beatWhileDisabled(t)
+		w.Beat()
+		assert.True(t, w.met.Load(), "only that Beat takes the lock")
+		assert.Zero(t, testing.AllocsPerRun(100, w.Beat))
+		passTime(s, 2*time.Minute)
+		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+		assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsRecordsTheBeatingGoroutine", "this goroutine beat")
+	})
 }
 
 // TestSetWatchdogsEnablesAnUnbeatenWatchdog: a watchdog switched on
