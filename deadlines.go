@@ -79,22 +79,22 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		if w.late || w.timeout == 0 || now < w.deadline() {
 			continue
 		}
-		// Clear met, then read last again: see Watchdog.met. The
-		// deadline is read once, so that a Beat after this read cannot
-		// make lateAt one that has not passed.
+		// Clear met, then read last again: see Watchdog.met. It is read
+		// once, so that a Beat after this read cannot make the deadline
+		// one that has not passed.
 		wasMet := w.met.Swap(false)
-		deadline := w.deadline()
+		last := time.Duration(w.last.Load())
+		deadline := deadlineFrom(last, w.timeout)
 		if now < deadline {
 			w.met.Store(wasMet)
 			continue
 		}
 		w.overdue = true
 		w.late = true
-		w.lateAt = deadline
+		w.lateFrom, w.lateAt = last, max(deadline, w.retunedAt)
 		w.timeouts++
 		line := s.logLater(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
-		if w.goid == 0 && w.beats.Load() > 0 {
-			// Its loop beat only while it was disabled (retune).
+		if w.unknownBeater {
 			w.stack = stackBeatWhileDisabled
 			line.complete("stack", w.stack)
 			continue
@@ -173,9 +173,13 @@ func (s *Server) completeStacks(batch []passed) {
 // long to add (math.MaxInt64, for "never") saturates rather than wrapping
 // to a deadline in the past.
 func (w *Watchdog) deadline() time.Duration {
-	last := time.Duration(w.last.Load())
-	if w.timeout > math.MaxInt64-last {
+	return deadlineFrom(time.Duration(w.last.Load()), w.timeout)
+}
+
+// deadlineFrom is the deadline of a Beat at last with timeout.
+func deadlineFrom(last, timeout time.Duration) time.Duration {
+	if timeout > math.MaxInt64-last {
 		return math.MaxInt64
 	}
-	return last + w.timeout
+	return last + timeout
 }

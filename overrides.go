@@ -211,6 +211,7 @@ func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", w.name, "timeout", timeout)
 	wasDisabled := w.timeout == 0
 	w.timeout = timeout
+	w.retunedAt = s.sinceEpoch() // overdue from now at the earliest
 	switch {
 	case wasDisabled:
 		// Its Beats recorded no goroutine while it was disabled, and the
@@ -219,14 +220,20 @@ func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 		// cleared before beats is read, so that a first Beat racing this
 		// either is counted here or finds met false (see Watchdog.met).
 		w.met.Store(false)
-		w.goid = 0
-		w.overdue = w.beats.Load() == 0 // no evidence yet, as at Watch
-	case timeout == 0, w.late && w.beats.Load() > 0 && s.sinceEpoch() < w.deadline():
-		// Disabled, or late no more under the longer timeout: met. With
-		// no goroutine known (it beat only while disabled), met stays
-		// false, so that the next Beat records one.
+		beaten := w.beats.Load() > 0
+		w.goid, w.unknownBeater = 0, beaten
+		w.overdue = !beaten // no evidence yet, as at Watch
+	case timeout == 0:
 		w.overdue, w.late, w.stack = false, false, ""
-		return timeout == 0 || w.goid != 0
+		return true
+	case w.late && w.beats.Load() > 0 && time.Duration(w.last.Load()) == w.lateFrom && w.retunedAt < w.deadline():
+		// Late no more under the longer timeout, and no Beat since the
+		// deadline: met. A Beat since (its lock wait still to come) is
+		// left to recover it, with its line and its goroutine. With no
+		// goroutine known, met stays false, so that the next Beat
+		// records one.
+		w.overdue, w.late, w.stack = false, false, ""
+		return !w.unknownBeater
 	}
 	return false
 }

@@ -526,3 +526,75 @@ func TestSetWatchdogsStackAfterALateRetune(t *testing.T) {
 	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
 	assert.Contains(t, takenStack(t, s, 0), "TestSetWatchdogsStackAfterALateRetune")
 }
+
+// inFlightLoop finishes a Beat whose first half (the store of its time and
+// count) already ran, then hangs there, where a deadline's stack shows it.
+func inFlightLoop(s *Server, w *Watchdog, finished chan<- struct{}, hang <-chan struct{}) {
+	s.beatOverdue(w)
+	close(finished)
+	<-hang
+}
+
+// TestSetWatchdogsLeavesAnInFlightBeatItsRecovery: a late watchdog's loop
+// beats, and before its Beat takes the lock, SetWatchdogs lengthens the
+// timeout. The retune leaves the recovery to that Beat, which logs its
+// line and records its goroutine, whose stack the next deadline shows.
+func TestSetWatchdogsLeavesAnInFlightBeatItsRecovery(t *testing.T) {
+	s, logs := newReadyServer(t)
+	w := s.Watch("loop", time.Minute)
+	defer w.Stop()
+	w.Beat()
+	passTime(s, 2*time.Minute)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+
+	// The Beat's first half, as Beat runs it before it finds met false
+	// and waits for the lock.
+	w.last.Store(int64(s.sinceEpoch()))
+	w.beats.Add(1)
+	require.False(t, w.met.Load())
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"loop": Duration(10 * time.Minute)}))
+	assert.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "the Beat in flight recovers it, not the retune")
+
+	finished, hang := make(chan struct{}), make(chan struct{})
+	defer close(hang)
+	go inFlightLoop(s, w, finished, hang)
+	<-finished
+	require.NoError(t, s.Ready())
+	assert.Equal(t, 1, logs.count("subsystem responsive again"), "the Beat ended the spell: its line")
+	passTime(s, 11*time.Minute)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Contains(t, takenStack(t, s, 0), "inFlightLoop", "the first Beat after the deadline: the goroutine where the loop hangs")
+}
+
+// TestFirstBeatAtTheFirstDeadline: a first Beat whose time and count are
+// stored as the first deadline is found passed, before it takes the lock,
+// leaves no goroutine known; the stack says no goroutine has beaten yet,
+// never that the loop beat while disabled, which it never was.
+func TestFirstBeatAtTheFirstDeadline(t *testing.T) {
+	s, _ := newReadyServer(t)
+	w := s.Watch("loop", time.Minute)
+	defer w.Stop()
+	w.beats.Add(1) // the Beat's count is in; its lock is still to come
+	passTime(s, 2*time.Minute)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Equal(t, stackNoBeat, takenStack(t, s, 0))
+}
+
+// TestSetWatchdogsAfterCountsFromTheShortening: a watchdog shortened past
+// its last Beat is overdue from the SetWatchdogs call, not from a deadline
+// that passed while the longer timeout was in force, so its recovery line
+// and readiness's agree on the outage.
+func TestSetWatchdogsAfterCountsFromTheShortening(t *testing.T) {
+	s, logs := newReadyServer(t)
+	w := s.Watch("loop", time.Hour)
+	defer w.Stop()
+	w.Beat()
+	passTime(s, 50*time.Minute)
+	from := time.Now()
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{"loop": Duration(time.Second)}))
+	passTime(s, 10*time.Second)
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	w.Beat()
+	waitLogWritten(s)
+	assertAfter(t, afterOf(t, logs, "subsystem responsive again"), 10*time.Second, from)
+}

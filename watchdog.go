@@ -55,9 +55,17 @@ type Watchdog struct {
 	// turn that hands work to another goroutine (the stack shows the wait).
 	// It is not the latest Beat's, because a met Beat records nothing, so
 	// that it stays free of locks and allocations.
-	goid   uint64
-	stack  string        // while late: what the deadline's line carried as stack
-	lateAt time.Duration // while late: the deadline that passed, since s.epoch
+	goid  uint64
+	stack string // while late: what the deadline's line carried as stack
+	// lateFrom is, while late, the last Beat the passed deadline counted
+	// from, and lateAt when the watchdog became overdue: that deadline,
+	// or, if later, the SetWatchdogs call that shortened its timeout
+	// past it (retunedAt). Both since s.epoch.
+	lateFrom, lateAt, retunedAt time.Duration
+	// unknownBeater: the loop beat while the watchdog was disabled, when
+	// a Beat records no goroutine, and has not beaten since it was
+	// switched on (retune).
+	unknownBeater bool
 }
 
 // WatchdogStatus describes a watchdog for Status.
@@ -165,14 +173,14 @@ func (s *Server) beatOverdue(w *Watchdog) {
 	if !w.overdue {
 		// Another Beat got here first and published; or w beat while
 		// disabled, and SetWatchdogs switched it on (retune).
-		if w.goid == 0 {
-			w.goid = goid
+		if w.unknownBeater {
+			w.goid, w.unknownBeater = goid, false
 		}
 		w.met.Store(true)
 		return
 	}
 	w.overdue = false
-	w.goid = goid
+	w.goid, w.unknownBeater = goid, false
 	w.stack = ""
 	if w.late {
 		w.late = false
