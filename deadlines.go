@@ -83,7 +83,7 @@ func (s *Server) deadlinesPassed(gen uint64) {
 		// once, so that a Beat after this read cannot make the deadline
 		// one that has not passed.
 		wasMet := w.met.Swap(false)
-		last := time.Duration(w.last.Load())
+		last := w.lastOnce()
 		deadline := deadlineFrom(last, w.timeout)
 		if now < deadline {
 			w.met.Store(wasMet)
@@ -172,9 +172,10 @@ func (s *Server) completeStacks(batch []passed) {
 // deadline is the last Beat plus the timeout, since epoch. A timeout too
 // long to add (math.MaxInt64, for "never") saturates rather than wrapping
 // to a deadline in the past.
-func (w *Watchdog) deadline() time.Duration {
-	return deadlineFrom(time.Duration(w.last.Load()), w.timeout)
-}
+func (w *Watchdog) deadline() time.Duration { return deadlineFrom(w.lastOnce(), w.timeout) }
+
+// lastOnce reads the time of the last Beat, since epoch.
+func (w *Watchdog) lastOnce() time.Duration { return time.Duration(w.last.Load()) }
 
 // deadlineFrom is the deadline of a Beat at last with timeout.
 func deadlineFrom(last, timeout time.Duration) time.Duration {

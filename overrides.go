@@ -226,12 +226,13 @@ func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	case timeout == 0:
 		w.overdue, w.late, w.stack = false, false, ""
 		return true
-	case w.late && w.beats.Load() > 0 && time.Duration(w.last.Load()) == w.lateFrom && w.retunedAt < w.deadline():
+	case w.late && w.beats.Load() > 0 && w.lateFrom == w.lastOnce() && w.retunedAt < deadlineFrom(w.lateFrom, timeout):
 		// Late no more under the longer timeout, and no Beat since the
-		// deadline: met. A Beat since (its lock wait still to come) is
-		// left to recover it, with its line and its goroutine. With no
-		// goroutine known, met stays false, so that the next Beat
-		// records one.
+		// deadline (last read once, so that a Beat storing it now cannot
+		// pass the one test and fail the other): met. A Beat since, its
+		// lock wait still to come, is left to recover it, with its line
+		// and its goroutine. With no goroutine known, met stays false,
+		// so that the next Beat records one.
 		w.overdue, w.late, w.stack = false, false, ""
 		return !w.unknownBeater
 	}

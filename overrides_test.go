@@ -3,6 +3,7 @@ package health
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -597,4 +598,25 @@ func TestSetWatchdogsAfterCountsFromTheShortening(t *testing.T) {
 	w.Beat()
 	waitLogWritten(s)
 	assertAfter(t, afterOf(t, logs, "subsystem responsive again"), 10*time.Second, from)
+}
+
+// TestSetWatchdogsRacesARecoveringBeat races a late watchdog's Beat with
+// a SetWatchdogs too short to cover its last Beat: whichever wins, the
+// recovery is the Beat's, with its line.
+func TestSetWatchdogsRacesARecoveringBeat(t *testing.T) {
+	s, logs := newReadyServer(t)
+	for i := range 300 {
+		name := "loop" + strconv.Itoa(i)
+		require.NoError(t, s.SetWatchdogs(nil))
+		w := s.Watch(name, time.Minute)
+		w.Beat()
+		passTime(s, 3*time.Minute)
+		beaten := make(chan struct{})
+		go func() { w.Beat(); close(beaten) }()
+		require.NoError(t, s.SetWatchdogs(map[string]Duration{name: Duration(2 * time.Minute)}))
+		<-beaten
+		require.NoError(t, s.Ready())
+		require.Equal(t, 1, logs.count(`responsive again" subsystem=`+name+" "), "round %d", i)
+		w.Stop()
+	}
 }
