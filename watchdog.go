@@ -38,7 +38,8 @@ type Watchdog struct {
 	// (deadlinesPassed). Go's atomics are sequentially consistent, so one
 	// of the two sees the other: either the timer sees the new last and
 	// restores met, or the Beat sees met cleared and recovers under the
-	// lock. Neither can miss the other.
+	// lock. Neither can miss the other. A retune that switches a watchdog
+	// on clears met, then loads beats, for the same reason.
 	met atomic.Bool
 
 	// Guarded by s.mu.
