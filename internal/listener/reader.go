@@ -41,3 +41,15 @@ func (r *reader) settle(nc net.Conn, p peeked, n int) bool {
 	}
 	return true
 }
+
+// discard reads what nc's client has sent so far, up to the peek's
+// buffer, before nc is closed at its header timeout: Linux answers a close
+// with unread bytes in the receive queue with a reset, where net/http,
+// which has read the partial header into its buffer, ends the connection
+// with a FIN. It costs the connection a second RawConn, at its deadline
+// and never on a probe's way.
+func (r *reader) discard(nc net.Conn) {
+	if _, n := r.peek(nc); n > 0 {
+		r.calls.read(r.buf[:n])
+	}
+}

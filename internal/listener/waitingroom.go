@@ -228,6 +228,7 @@ func (r *room) expire() {
 	r.expired = expired
 	r.mu.Unlock()
 	for i, w := range expired {
+		r.reader.discard(w.nc) // a clean close, as net/http's
 		_ = w.nc.Close()
 		expired[i] = nil
 	}
