@@ -26,9 +26,10 @@
 //     many times a plain server's CPU (SPEC v4).
 //   - net/http gets the rest, in at most 256 slots (a quarter of the
 //     soft descriptor limit), each counted until its goroutine ends. On
-//     Linux they hold only whole headers, answered in microseconds;
-//     elsewhere they also hold what waits, and the one that has waited
-//     longest without a request is evicted to make room. The guards
+//     Linux they hold whole headers, and partial ones whose client shut
+//     its side, answered in microseconds (but what the room cannot hold:
+//     see connLimiter); elsewhere they also hold what waits, and the one
+//     that has waited longest without a request is evicted to make room. The guards
 //     (guards.go) stop what net/http itself would hold on to: OPTIONS *,
 //     bodies, the linger after a refusal, Expect, header lines.
 //   - Out of descriptors, Accept makes room at once rather than back off.

@@ -46,12 +46,15 @@ const (
 // connLimiter is the net.Listener Serve gives net/http. It holds at most
 // limit connections in net/http's slots, each counted until the goroutine
 // serving it has ended, so the bound holds for goroutines and memory as
-// well as sockets. Where a waiting room exists (Linux), only connections
-// whose request header is whole reach the slots, so no slot ever waits on
-// a client. Elsewhere it makes room before it accepts by closing the slot
-// that has waited longest without a request, never a newcomer and never
-// one being answered: a bound that refused newcomers would let a few
-// hundred silent clients lock the kubelet out.
+// well as sockets. Where a waiting room works (Linux), a connection reaches
+// the slots once its request header is whole or its client has sent all
+// it will; only a connection the room cannot hold (one without a
+// descriptor, or every one after the room's poller failed) arrives still
+// waiting. Such a waiting slot, and elsewhere every slot not yet answered,
+// makes room before Accept takes another: the one that has waited longest
+// without a request is closed, never a newcomer and never one being
+// answered, since a bound that refused newcomers would let a few hundred
+// silent clients lock the kubelet out.
 type connLimiter struct {
 	net.Listener
 	log      LogFunc

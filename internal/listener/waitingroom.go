@@ -207,6 +207,12 @@ func (r *room) examine(ev readyEvent) {
 		return
 	}
 	r.poller.unwatch(w.fd) // net/http reads it from now on
+	if ev.hangup && p == peekedIncomplete {
+		// Its client has sent all it will: net/http answers it at once
+		// (a 400 for a partial header), so it takes an answering slot,
+		// never a waiting one that a burst of them would have evicted.
+		p = peekedComplete
+	}
 	r.l.hand(handed{nc: w.nc, p: p})
 }
 

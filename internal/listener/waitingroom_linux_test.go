@@ -106,7 +106,8 @@ func TestRoomFullClosesTheOldest(t *testing.T) {
 
 // TestRoomClientGoes: a client that resets, or shuts its side after part
 // of a header, is dealt with at once: the reset closed, whatever its
-// receive queue still holds, the shut-down one handed to net/http, which answers what it read as it would (see
+// receive queue still holds, the shut-down one handed to net/http in an
+// answering slot, and net/http answers what it read as it would (see
 // TestRoomHalfClosedAsNetHTTP).
 func TestRoomClientGoes(t *testing.T) {
 	r := newRoomRig(t, nil, 16)
@@ -127,7 +128,7 @@ func TestRoomClientGoes(t *testing.T) {
 	require.NoError(t, c.(*net.TCPConn).CloseWrite())
 	select {
 	case nc := <-r.handed:
-		assert.Equal(t, slotWaiting, nc.(*limitedConn).state, "no whole request: evictable")
+		assert.Equal(t, slotActive, nc.(*limitedConn).state, "all its client will send is in: answered at once, never evicted as waiting")
 		r.release(nc)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the half-closed connection never reached net/http")
@@ -143,20 +144,44 @@ func TestRoomHalfClosedAsNetHTTP(t *testing.T) {
 	s := serveTest(t, nil, Options{})
 	s.probes.ready.Store(false)
 	refAddr := serveReference(t, new(fakeProbes), nil) // not ready, as s
-	halfClosed := func(addr string) string {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		defer c.Close()
-		_, err = io.WriteString(c, partialProbe)
-		require.NoError(t, err)
-		require.NoError(t, c.(*net.TCPConn).CloseWrite())
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		got, _ := io.ReadAll(c)
-		return string(got)
-	}
-	want := halfClosed(refAddr)
+	want := halfClosed(t, refAddr)
 	require.True(t, strings.HasPrefix(want, "HTTP/1.1 400 Bad Request\r\n"), "net/http answers 400: %q", want)
-	assert.Equal(t, want, halfClosed(s.addr))
+	assert.Equal(t, want, halfClosed(t, s.addr))
+}
+
+// halfClosed sends part of a header to addr, shuts its sending side, and
+// returns the answer.
+func halfClosed(t *testing.T, addr string) string {
+	c, err := net.Dial("tcp", addr)
+	if !assert.NoError(t, err) {
+		return ""
+	}
+	defer c.Close()
+	_, err = io.WriteString(c, partialProbe)
+	assert.NoError(t, err)
+	assert.NoError(t, c.(*net.TCPConn).CloseWrite())
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, _ := io.ReadAll(c)
+	return string(got)
+}
+
+// TestRoomHalfClosedBurstIsNoFlood: clients that send part of a header and
+// shut their sending side, many more at once than there are slots, each
+// get net/http's 400, and none is evicted: net/http answers each at once,
+// so its slot is an answering one, not one that waits.
+func TestRoomHalfClosedBurstIsNoFlood(t *testing.T) {
+	s := serveTest(t, nil, Options{Limit: 2})
+	want := halfClosed(t, serveReference(t, new(fakeProbes), nil))
+	const clients = 64
+	answers := make(chan string, clients)
+	for range clients {
+		go func() { answers <- halfClosed(t, s.addr) }()
+	}
+	for range clients {
+		assert.Equal(t, want, <-answers)
+	}
+	assert.Zero(t, s.counters.Evicted.Load(), "none evicted as waiting")
+	assert.Equal(t, uint64(clients), s.counters.Accepted.Load())
 }
 
 // TestRoomIgnoresStaleReports: the poller may report a connection after
