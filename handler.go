@@ -171,9 +171,9 @@ func checkIndex(path string) int {
 	return -1
 }
 
-// routePlain is route for the listener's short path, which answers plain
-// GET and HEAD requests without net/http, and declines (nil) any path but
-// the probes', for net/http to answer. path and rawQuery are the short
+// routePlain is route for the listener's short path, which answers the
+// requests it can parse without net/http (any method, and OPTIONS *,
+// whose path "*" is no path of ours). path and rawQuery are the short
 // path's buffer: they are read as strings in place, without a copy,
 // because route keeps nothing of them and the buffer does not change
 // during the call; a copy would allocate for a query over 32 bytes, such
@@ -181,8 +181,5 @@ func checkIndex(path string) int {
 func (s *Server) routePlain(method string, path, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
 	resp, counter := s.route(method, unsafe.String(unsafe.SliceData(path), len(path)),
 		unsafe.String(unsafe.SliceData(rawQuery), len(rawQuery)))
-	if resp == &responseNotFound {
-		return nil, nil
-	}
 	return &resp.plain, counter
 }

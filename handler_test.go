@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
@@ -172,7 +173,7 @@ func FuzzHandler(f *testing.F) {
 // their own.)
 func TestShortPathMatchesNetHTTP(t *testing.T) {
 	reqs := probetest.PlainProbes()
-	for _, tc := range probetest.NotPlainProbes {
+	for _, tc := range append(probetest.OtherRequests, probetest.NetHTTPRequests...) {
 		reqs = append(reqs, tc.Raw)
 	}
 	// The package's own paths and queries, which the listener's tests,
@@ -199,8 +200,8 @@ func TestShortPathMatchesNetHTTP(t *testing.T) {
 			exchange(t, addr, reqs[0]) // Serve has logged its start
 			before := logs.String()
 			for _, raw := range reqs {
-				want := probetest.MaskDate(t, exchange(t, refAddr, raw))
-				got := probetest.MaskDate(t, exchange(t, addr, raw))
+				want := probetest.MaskDate(t, probetest.ExchangeShut(t, refAddr, raw, time.Second))
+				got := probetest.MaskDate(t, probetest.ExchangeShut(t, addr, raw, time.Second))
 				require.Equal(t, want, got, "%q", raw)
 			}
 			assert.Equal(t, before, logs.String(), "nothing is logged per request")

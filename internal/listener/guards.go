@@ -55,15 +55,23 @@ func stopReading(nc net.Conn) { _ = nc.SetReadDeadline(aLongTimeAgo) }
 var aLongTimeAgo = time.Unix(1, 0)
 
 // refuse answers a connection whose header is already over the cap as
-// net/http would, and closes it, without handing it to net/http: a flood
-// of oversized headers then costs no goroutine and no buffers. calls is
-// the connCalls that peeked nc. The answer is a few dozen bytes on a fresh
-// socket, but Accept must not wait even for a client that keeps its
-// receive window shut, so it is written with one write that never waits,
-// and whatever the send buffer does not take is dropped.
-func refuse(calls *connCalls, nc net.Conn) {
+// net/http would, without handing it to net/http: a flood of oversized
+// headers then costs no goroutine and no buffers. calls is the connCalls
+// that peeked nc, and header what the peek saw, read first as net/http
+// reads it. The answer is a few dozen bytes on a fresh socket, but nothing
+// here waits even for a client that keeps its receive window shut, so it
+// is written with one write that never waits, and whatever the send
+// buffer does not take is dropped. Then, as net/http does, the connection
+// lingers (hold.go) where the room can hold it, and is closed where not.
+func refuse(calls *connCalls, nc net.Conn, header []byte, canHold bool) holdKind {
+	calls.read(header)
 	calls.write(response431Bytes)
-	_ = nc.Close()
+	if !canHold {
+		_ = nc.Close()
+		return holdNone
+	}
+	shutWrite(nc)
+	return holdLinger
 }
 
 var response431Bytes = []byte(response431)

@@ -130,11 +130,12 @@ func testOversizedHeader(t *testing.T, wrap func(net.Listener) net.Listener) {
 // timeout), and far above a close's scheduling delay, even under -race.
 const atOnce = 250 * time.Millisecond
 
-// TestUndrainedBodiesAreClosedAtOnce checks that a request with a body is
-// answered and its connection closed without waiting for the body: left to
-// net/http, each would hold its slot, unevictable, for the read timeout.
+// TestUndrainedBodiesAreClosedAtOnce checks that, where there is no room
+// to hold it (hold.go), a request with a body is answered and its
+// connection closed without waiting for the body: left to net/http, each
+// would hold its slot, unevictable, for the read timeout.
 func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
-	s := serveTest(t, nil, Options{Limit: 4})
+	s := serveTest(t, nil, Options{Limit: 4, room: -1})
 	addr := s.addr
 	for i := 0; i < 8; i++ {
 		c, err := net.Dial("tcp", addr)
@@ -154,32 +155,30 @@ func TestUndrainedBodiesAreClosedAtOnce(t *testing.T) {
 }
 
 // TestLingerersAreClosedAtOnce sends, one at a time, each request that
-// net/http would hold after reading it (hostile.Client.Lingers): each is
-// answered and closed at once, or reset by its client, and its slot freed
-// without an eviction, with a waiting room and without.
+// net/http would hold after reading it (hostile.Client.Lingers), where
+// there is no room to hold it (hold.go): each is answered and closed at
+// once, or reset by its client, and its slot freed without an eviction.
 func TestLingerersAreClosedAtOnce(t *testing.T) {
 	for _, hc := range lingerers(t) {
-		for _, room := range rooms {
-			t.Run(room.name+"/"+hc.Name, func(t *testing.T) {
-				s := serveTest(t, nil, Options{Limit: 1, room: room.size})
-				c, err := net.Dial("tcp", s.addr)
-				require.NoError(t, err)
-				defer c.Close()
-				_, _ = io.WriteString(c, hc.Request) // the server may close before all is written
-				sent := time.Now()
-				if hc.Then == hostile.Reset {
-					require.NoError(t, c.(*net.TCPConn).SetLinger(0))
-					_ = c.Close()
-				} else {
-					assert.True(t, probetest.ClosedWithin(c, atOnce), "not closed within %v of the request", atOnce)
-				}
-				for s.counters.Held.Load() != 0 && time.Since(sent) < atOnce {
-					time.Sleep(time.Millisecond) // the slot is freed by its goroutine's end, which nothing marks
-				}
-				assert.Zero(t, s.counters.Held.Load(), "the slot not freed within %v of the request", atOnce)
-				assert.Zero(t, s.counters.Evicted.Load(), "closed, not evicted")
-			})
-		}
+		t.Run(hc.Name, func(t *testing.T) {
+			s := serveTest(t, nil, Options{Limit: 1, room: -1})
+			c, err := net.Dial("tcp", s.addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, _ = io.WriteString(c, hc.Request) // the server may close before all is written
+			sent := time.Now()
+			if hc.Then == hostile.Reset {
+				require.NoError(t, c.(*net.TCPConn).SetLinger(0))
+				_ = c.Close()
+			} else {
+				assert.True(t, probetest.ClosedWithin(c, atOnce), "not closed within %v of the request", atOnce)
+			}
+			for s.counters.Held.Load() != 0 && time.Since(sent) < atOnce {
+				time.Sleep(time.Millisecond) // the slot is freed by its goroutine's end, which nothing marks
+			}
+			assert.Zero(t, s.counters.Held.Load(), "the slot not freed within %v of the request", atOnce)
+			assert.Zero(t, s.counters.Evicted.Load(), "closed, not evicted")
+		})
 	}
 }
 

@@ -35,7 +35,7 @@ func TestRefuseNeverWaits(t *testing.T) {
 	returned := make(chan struct{})
 	go func() {
 		defer close(returned)
-		refuse(calls, sc)
+		refuse(calls, sc, nil, false)
 	}()
 	select {
 	case <-returned:

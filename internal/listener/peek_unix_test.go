@@ -64,7 +64,8 @@ func TestAcceptCallsAllocate(t *testing.T) {
 	next = 0 // the same connections: the peek consumed nothing
 	answerAllocs := testing.AllocsPerRun(runs, func() {
 		_, n := calls.peek(conns[next], buf)
-		require.True(t, sp.answer(calls, conns[next], buf, n))
+		settled, _, _ := sp.answer(calls, conns[next], buf, n, false)
+		require.True(t, settled)
 		next++
 	})
 	assert.Equal(t, 1.0, answerAllocs, "the peek, the answer and the close: the RawConn only")

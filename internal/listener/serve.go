@@ -103,10 +103,11 @@ type Response struct {
 	Body   []byte
 }
 
-// AnswerFunc answers a plain request (method GET or HEAD, a path of
-// unreserved bytes and '/', which net/http would hand its handler
-// unchanged) as the root's handler does, and returns the counter that
-// handler would count it in; or nil, for net/http to serve the request.
+// AnswerFunc answers a request the short path parsed (one of its known
+// methods, and a path of unreserved bytes and '/', or "*", which net/http
+// would hand its handler unchanged) as the root's handler does, and
+// returns the counter that handler would count it in; or nil, for
+// net/http to serve the request.
 // It must not block, allocate or keep path and rawQuery, which are the
 // short path's buffer.
 type AnswerFunc func(method string, path, rawQuery []byte) (*Response, *atomic.Uint64)

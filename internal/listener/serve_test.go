@@ -84,12 +84,8 @@ func (p *fakeProbes) route(method, path, rawQuery string) (*fakeAnswer, *atomic.
 	return a, counter
 }
 
-// answer declines what is not a probe, as the root's does.
 func (p *fakeProbes) answer(method string, path, rawQuery []byte) (*Response, *atomic.Uint64) {
 	a, counter := p.route(method, string(path), string(rawQuery)) // on the stack: route keeps nothing
-	if a == fakeNotFound {
-		return nil, nil
-	}
 	return &a.resp, counter
 }
 
@@ -354,10 +350,12 @@ func (r *roomRig) release(nc net.Conn) {
 	r.l.trackState(nc, http.StateClosed)
 }
 
+// waiting is how many connections the room holds, for a header, a body
+// or a linger.
 func (r *roomRig) waiting() int {
 	r.l.room.mu.Lock()
 	defer r.l.room.mu.Unlock()
-	return r.l.room.waiting.len
+	return r.l.room.waiting.len + r.l.room.lingering.len
 }
 
 // partialProbe is a probe's request but its last byte.

@@ -32,7 +32,7 @@ import (
 // answered a probe (TestShortPathMatchesNetHTTP and FuzzShortPath compare
 // the bytes with net/http's). So the short path takes only requests that
 // net/http is known to answer with the handler's plain answer
-// (parsePlainProbe lists them, and why each exclusion), and every other
+// (parseRequest lists them, and why each exclusion), and every other
 // request reaches net/http exactly as before.
 //
 // A shortPath is used by one goroutine (see reader), so its buffers need
@@ -55,60 +55,72 @@ func newShortPath(route AnswerFunc) *shortPath {
 	}
 }
 
-// answer answers nc and closes it, if what nc has sent, the first n bytes
-// the peek copied into buf, is a plain probe; calls is the connCalls that
-// peeked nc. It returns false when it is not one, having done nothing, and
-// net/http is to serve nc.
+// answer answers nc, if what nc has sent, the first n bytes the peek
+// copied into buf, is a request parseRequest takes; calls is the connCalls
+// that peeked nc. It returns false when it is not one, or when the answer
+// would leave nc to be held (hold.go) and canHold is false, having done
+// nothing: net/http is to serve nc. Otherwise nc is closed, or its hold
+// returned for the room to keep.
 //
 // The request is read before the answer is written because Linux answers
 // a close with unread bytes in the receive queue by a reset, which can
 // destroy the answer before the client reads it; once they are read, the
 // close sends a FIN behind the answer, and the client reads the whole
-// answer and then EOF, as from net/http. (net/http reads them into its
-// buffer; it would linger 500 ms before closing only over a body it did
-// not read, and a plain probe has none.) The bytes are those the peek saw,
-// already in the queue, so the read returns at once; should it not return
-// them all, the connection is broken, and it is closed unanswered and
-// uncounted, as net/http counts an answer only once it has read the
-// request.
+// answer and then EOF, as from net/http, which has read them into its
+// buffer. The bytes are those the peek saw, already in the queue, so the
+// read returns at once; should it not return them all, the connection is
+// broken, and it is closed unanswered and uncounted, as net/http counts an
+// answer only once it has read the request.
 //
 // The answer, under 1 KiB, goes into the empty send buffer of a fresh
 // socket, so the write completes at once. Should it not (no buffer memory,
 // or the client already reset), the connection is closed anyway, as
-// net/http's write timeout would end it: nothing waits for a client in
-// Accept. A client that sends more after its request may see a reset too,
-// as from net/http.
-func (sp *shortPath) answer(calls *connCalls, nc net.Conn, buf []byte, n int) bool {
-	answer, counter, ok := sp.plainAnswer(buf, n)
+// net/http's write timeout would end it: nothing waits for a client here.
+func (sp *shortPath) answer(calls *connCalls, nc net.Conn, buf []byte, n int, canHold bool) (bool, holdKind, drain) {
+	answer, counter, req, ok := sp.respond(buf, n)
 	if !ok {
-		return false
+		return false, holdNone, drain{}
 	}
-	if calls.read(buf[:n]) {
+	kind, d := holdFor(&req, buf[req.header:n])
+	if kind != holdNone && !canHold {
+		return false, holdNone, drain{}
+	}
+	if !calls.read(buf[:n]) {
+		kind = holdNone
+	} else {
 		counter.Add(1) // as the handler counts, between the read and the write
 		calls.write(answer)
 	}
-	_ = nc.Close()
-	return true
+	switch kind {
+	case holdNone:
+		_ = nc.Close()
+	case holdLinger:
+		shutWrite(nc)
+	}
+	return true, kind, d
 }
 
-// plainAnswer returns the answer to the request in buf[:n] and the counter
-// the handler would count it in, if it is a plain probe. A full buf may
-// not hold all the client has sent, so it is never one. The answer is
-// valid until the next call.
-func (sp *shortPath) plainAnswer(buf []byte, n int) ([]byte, *atomic.Uint64, bool) {
-	if n >= len(buf) {
-		return nil, nil, false
+// shutWrite sends the FIN net/http sends before its linger.
+func shutWrite(nc net.Conn) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
 	}
-	p, ok := parsePlainProbe(buf[:n])
+}
+
+// respond returns the answer to the request in buf[:n], the counter the
+// handler would count it in, and the request, if parseRequest takes it
+// and the AnswerFunc answers it. The answer is valid until the next call.
+func (sp *shortPath) respond(buf []byte, n int) ([]byte, *atomic.Uint64, request, bool) {
+	req, ok := parseRequest(buf[:n])
 	if !ok {
-		return nil, nil, false
+		return nil, nil, req, false
 	}
-	resp, counter := sp.route(p.method, p.path, p.rawQuery)
+	resp, counter := sp.route(req.method, req.path, req.rawQuery)
 	if resp == nil {
-		return nil, nil, false
+		return nil, nil, req, false
 	}
-	sp.buf = sp.appendAnswer(sp.buf[:0], p, resp, time.Now())
-	return sp.buf, counter, true
+	sp.buf = sp.appendAnswer(sp.buf[:0], &req, resp, time.Now())
+	return sp.buf, counter, req, true
 }
 
 // appendAnswer appends resp, the answer to p, as net/http writes it: the
@@ -117,7 +129,7 @@ func (sp *shortPath) plainAnswer(buf []byte, n int) ([]byte, *atomic.Uint64, boo
 // (keep-alive is off, and to an HTTP/1.0 client a close needs no saying),
 // a blank line, and the body unless the method is HEAD. A HEAD answer keeps
 // the handler's Content-Length.
-func (sp *shortPath) appendAnswer(dst []byte, p plainProbe, resp *Response, now time.Time) []byte {
+func (sp *shortPath) appendAnswer(dst []byte, p *request, resp *Response, now time.Time) []byte {
 	if p.http10 {
 		dst = append(dst, "HTTP/1.0 "...)
 	} else {
@@ -149,26 +161,41 @@ func (sp *shortPath) dateOf(now time.Time) []byte {
 	return sp.date
 }
 
-// plainProbe is a request the short path answers.
-type plainProbe struct {
-	method   string // http.MethodGet or http.MethodHead
-	path     []byte // '/' and unreserved bytes
+// request is a request the short path answers: a request line and header
+// of the subset parseRequest takes, and what net/http would hold its
+// connection for after the answer (see hold.go).
+type request struct {
+	method   string // one of knownMethods
+	path     []byte // '/' and unreserved bytes, or "*" for OPTIONS
 	rawQuery []byte // after the '?'; empty without one
 	http10   bool   // HTTP/1.0; otherwise HTTP/1.1
+	length   int64  // the declared Content-Length; 0 for none
+	chunked  bool   // Transfer-Encoding: chunked
+	closes   bool   // HTTP/1.0, or Connection: close
+	header   int    // the header's length, blank line included
 }
 
-// parsePlainProbe reports whether req, the whole of what a new connection
-// has sent, is a plain probe, and returns it. It takes only this subset,
-// each part chosen so that net/http is known to answer with the handler's
-// plain answer:
+// knownMethods are the methods the short path takes, each as the constant
+// string it hands the AnswerFunc, which must not allocate. net/http treats
+// CONNECT's target and the HTTP/2 preface's PRI specially, and any other
+// token is rare enough to leave to it.
+var knownMethods = [...]string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions, http.MethodTrace,
+}
+
+// parseRequest reports whether req, the start of what a new connection
+// has sent, holds a whole request header the short path can answer, and
+// returns it. It takes only this subset, each part chosen so that net/http
+// is known to hand the request to the handler unchanged:
 //
-//   - A request line of exactly GET or HEAD, a target of a path made of
-//     '/' and RFC 3986's unreserved bytes, starting with '/', with an
-//     optional query of printable ASCII, and HTTP/1.1 or HTTP/1.0,
-//     separated by single spaces: anything else (another method or case,
-//     an absolute or escaped target, extra spaces or tabs, another
-//     version, leading blank lines) is net/http's to parse, reject, route
-//     or answer. Such a path reaches net/http's handler unchanged (URL.Path
+//   - A request line of exactly one of knownMethods, a target of a path
+//     made of '/' and RFC 3986's unreserved bytes, starting with '/', with
+//     an optional query of printable ASCII (or "*" for OPTIONS), and
+//     HTTP/1.1 or HTTP/1.0, separated by single spaces: anything else (an
+//     absolute or escaped target, extra spaces or tabs, another version,
+//     leading blank lines) is net/http's to parse, reject, route or
+//     answer. Such a path reaches net/http's handler unchanged (URL.Path
 //     is the bytes, RawPath empty), so the AnswerFunc routes what the
 //     handler would.
 //   - Lines that end in CRLF, each header line a token name, a colon and a
@@ -179,89 +206,133 @@ type plainProbe struct {
 //   - For HTTP/1.1 exactly one Host header and for HTTP/1.0 at most one,
 //     of host characters: net/http refuses a missing or duplicated Host
 //     with 400.
-//   - No Content-Length, Transfer-Encoding or Trailer header: a probe has
-//     no body, and a body is what request smuggling and net/http's own
-//     drains and lingers are made of.
-//   - No Expect (net/http answers 417 to any it does not support) and no
-//     Upgrade (a protocol switch is never a probe).
-//   - For HTTP/1.0, no Connection header: on Go 1.26 net/http answers a
-//     1.0 request that asks for keep-alive with "Connection: keep-alive",
-//     even though it then closes, and on Go 1.27 with no Connection
-//     header; the exclusion keeps the short path out of a
-//     version-dependent answer.
-//   - Nothing after the blank line: a pipelined request, or a body sent
-//     without being declared, is net/http's to deal with.
+//   - A body, if any, declared by one Content-Length of at most 18 digits,
+//     or for HTTP/1.1 by one "Transfer-Encoding: chunked" without a
+//     Content-Length: every other framing (two lengths, a sign, another
+//     coding) is one net/http refuses or reads by rules of its own, and
+//     where request smuggling lives.
+//   - No Trailer or Upgrade header, and an Expect only of "100-continue"
+//     on HTTP/1.1: net/http answers 417 to any other, and a protocol
+//     switch is never a probe.
+//   - At most one Connection header, a list of tokens, and for HTTP/1.1
+//     only: on Go 1.26 net/http answers a 1.0 request that asks for
+//     keep-alive with "Connection: keep-alive", even though it then
+//     closes, and on Go 1.27 with no Connection header; the exclusion
+//     keeps the short path out of a version-dependent answer.
 //
-// Being stricter than net/http only costs the request the short path; any
-// looser would risk an answer net/http would not give. The caps on the
-// header's size and lines were checked by the peek.
-func parsePlainProbe(req []byte) (plainProbe, bool) {
-	var p plainProbe
+// What follows the blank line is the body, or a request sent after this
+// one, which net/http never answers with keep-alive off. Being stricter
+// than net/http only costs the request the short path; any looser would
+// risk an answer net/http would not give. The caps on the header's size
+// and lines were checked by the peek.
+func parseRequest(req []byte) (request, bool) {
+	var r request
 	line, rest, ok := cutLine(req)
-	if !ok {
-		return p, false
+	if !ok || !r.parseRequestLine(line) {
+		return r, false
 	}
-	switch {
-	case bytes.HasPrefix(line, []byte("GET ")):
-		p.method, line = http.MethodGet, line[len("GET "):]
-	case bytes.HasPrefix(line, []byte("HEAD ")):
-		p.method, line = http.MethodHead, line[len("HEAD "):]
-	default:
-		return p, false
-	}
-	switch {
-	case bytes.HasSuffix(line, []byte(" HTTP/1.1")):
-		line = line[:len(line)-len(" HTTP/1.1")]
-	case bytes.HasSuffix(line, []byte(" HTTP/1.0")):
-		line, p.http10 = line[:len(line)-len(" HTTP/1.0")], true
-	default:
-		return p, false
-	}
-	path, query, _ := bytes.Cut(line, []byte("?"))
-	if len(path) == 0 || path[0] != '/' || !allIn(path, &pathBytes) {
-		return p, false
-	}
-	p.path = path
-	if !allIn(query, &queryBytes) {
-		return p, false
-	}
-	p.rawQuery = query
-
-	hosts := 0
+	var hosts, lengths, codings, connections int
 	for {
 		line, rest, ok = cutLine(rest)
 		if !ok {
-			return p, false
+			return r, false
 		}
 		if len(line) == 0 {
 			break
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok || !isToken(name) || !isFieldValue(value) {
-			return p, false
+			return r, false
 		}
+		value = bytes.Trim(value, " \t")
 		switch {
 		case equalFoldASCII(name, "Host"):
 			hosts++
-			if !isHost(bytes.Trim(value, " \t")) {
-				return p, false
-			}
+			ok = isHost(value)
+		case equalFoldASCII(name, "Content-Length"):
+			lengths++
+			r.length, ok = parseLength(value)
+		case equalFoldASCII(name, "Transfer-Encoding"):
+			codings++
+			r.chunked, ok = true, equalFoldASCII(value, "chunked") && !r.http10
 		case equalFoldASCII(name, "Connection"):
-			if p.http10 {
-				return p, false
-			}
-		case equalFoldASCII(name, "Content-Length"),
-			equalFoldASCII(name, "Transfer-Encoding"),
-			equalFoldASCII(name, "Trailer"),
-			equalFoldASCII(name, "Expect"),
-			equalFoldASCII(name, "Upgrade"):
-			return p, false
+			connections++
+			r.closes, ok = connectionCloses(value)
+			ok = ok && !r.http10
+		case equalFoldASCII(name, "Expect"):
+			ok = equalFoldASCII(value, "100-continue") && !r.http10
+		case equalFoldASCII(name, "Trailer"), equalFoldASCII(name, "Upgrade"):
+			ok = false
+		}
+		if !ok {
+			return r, false
 		}
 	}
-	if len(rest) != 0 || hosts > 1 || hosts == 0 && !p.http10 {
-		return p, false
+	if hosts > 1 || hosts == 0 && !r.http10 || lengths+codings > 1 || connections > 1 {
+		return r, false
 	}
-	return p, true
+	r.closes = r.closes || r.http10
+	r.header = len(req) - len(rest)
+	return r, true
+}
+
+// parseRequestLine reads the request line into r.
+func (r *request) parseRequestLine(line []byte) bool {
+	method, line, _ := bytes.Cut(line, []byte(" "))
+	for _, m := range knownMethods {
+		if string(method) == m {
+			r.method = m
+		}
+	}
+	switch {
+	case r.method == "":
+		return false
+	case bytes.HasSuffix(line, []byte(" HTTP/1.1")):
+		line = line[:len(line)-len(" HTTP/1.1")]
+	case bytes.HasSuffix(line, []byte(" HTTP/1.0")):
+		line, r.http10 = line[:len(line)-len(" HTTP/1.0")], true
+	default:
+		return false
+	}
+	if string(line) == "*" && r.method == http.MethodOptions {
+		r.path = line
+		return true
+	}
+	path, query, _ := bytes.Cut(line, []byte("?"))
+	r.path, r.rawQuery = path, query
+	return len(path) > 0 && path[0] == '/' && allIn(path, &pathBytes) && allIn(query, &queryBytes)
+}
+
+// connectionCloses reads a Connection value, a comma-separated list of
+// tokens, and reports whether it holds "close", on which net/http reads
+// no body before it closes.
+func connectionCloses(v []byte) (closes, ok bool) {
+	for len(v) > 0 {
+		var token []byte
+		token, v, _ = bytes.Cut(v, []byte(","))
+		token = bytes.Trim(token, " \t")
+		if len(token) > 0 && !isToken(token) {
+			return false, false
+		}
+		closes = closes || equalFoldASCII(token, "close")
+	}
+	return closes, true
+}
+
+// parseLength reads a Content-Length value: 1 to 18 digits, a bound far
+// past any body a connection is held for.
+func parseLength(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // cutLine cuts b after its first LF, and returns the line before it and

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,13 +20,12 @@ import (
 // probeRequest is the kubelet's probe, as it sends it.
 const probeRequest = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"
 
-// TestParsePlainProbe checks what the parser takes of each plain probe,
-// and that the short path, its parser and the AnswerFunc together, leaves
-// every other request to net/http: a path the parser takes but the root's
-// handler does not serve ("/metrics") is declined by the AnswerFunc.
-func TestParsePlainProbe(t *testing.T) {
+// TestParseRequest checks what the parser takes of each plain probe, that
+// it takes every other request the short path answers, and leaves to
+// net/http every request it must.
+func TestParseRequest(t *testing.T) {
 	for _, raw := range probetest.PlainProbes() {
-		p, ok := parsePlainProbe([]byte(raw))
+		p, ok := parseRequest([]byte(raw))
 		require.True(t, ok, "%q", raw)
 		method, target, _ := strings.Cut(raw, " ")
 		target, version, _ := strings.Cut(target, " ")
@@ -35,10 +35,12 @@ func TestParsePlainProbe(t *testing.T) {
 		assert.Equal(t, query, string(p.rawQuery), "%q", raw)
 		assert.Equal(t, strings.HasPrefix(version, "HTTP/1.0"), p.http10, "%q", raw)
 	}
-	sp := newShortPath(new(fakeProbes).answer)
-	for _, tc := range probetest.NotPlainProbes {
-		buf := make([]byte, maxRequestBytes)
-		_, _, ok := sp.plainAnswer(buf, copy(buf, tc.Raw))
+	for _, tc := range probetest.OtherRequests {
+		_, ok := parseRequest([]byte(tc.Raw))
+		assert.True(t, ok, "%s: %q", tc.Name, tc.Raw)
+	}
+	for _, tc := range probetest.NetHTTPRequests {
+		_, ok := parseRequest([]byte(tc.Raw))
 		assert.False(t, ok, "%s: %q", tc.Name, tc.Raw)
 	}
 }
@@ -58,7 +60,7 @@ func serveReference(t testing.TB, p *fakeProbes, ln net.Listener) string {
 // same name runs it with the package's own handler.)
 func TestShortPathMatchesNetHTTP(t *testing.T) {
 	reqs := probetest.PlainProbes()
-	for _, tc := range probetest.NotPlainProbes {
+	for _, tc := range append(probetest.OtherRequests, probetest.NetHTTPRequests...) {
 		reqs = append(reqs, tc.Raw)
 	}
 	for _, ready := range []bool{false, true} {
@@ -69,8 +71,8 @@ func TestShortPathMatchesNetHTTP(t *testing.T) {
 			reference.ready.Store(ready)
 			refAddr := serveReference(t, reference, nil)
 			for _, raw := range reqs {
-				want := probetest.MaskDate(t, exchange(t, refAddr, raw))
-				got := probetest.MaskDate(t, exchange(t, s.addr, raw))
+				want := probetest.MaskDate(t, probetest.ExchangeShut(t, refAddr, raw, time.Second))
+				got := probetest.MaskDate(t, probetest.ExchangeShut(t, s.addr, raw, time.Second))
 				require.Equal(t, want, got, "%q", raw)
 			}
 			assert.Equal(t, reference.liveness.Load(), s.probes.liveness.Load())
@@ -124,7 +126,7 @@ func TestShortPathAllocatesNothing(t *testing.T) {
 		buf := make([]byte, maxRequestBytes)
 		n := copy(buf, raw)
 		allocs := testing.AllocsPerRun(1000, func() {
-			_, _, ok := sp.plainAnswer(buf, n)
+			_, _, ok := sp.respondTest(buf, n)
 			require.True(t, ok)
 		})
 		assert.Zero(t, allocs, "%q", raw)
@@ -140,7 +142,7 @@ func BenchmarkShortPath(b *testing.B) {
 	n := copy(buf, probeRequest)
 	b.ReportAllocs()
 	for b.Loop() {
-		_, counter, ok := sp.plainAnswer(buf, n)
+		_, counter, ok := sp.respondTest(buf, n)
 		if !ok {
 			b.Fatal("not a plain probe")
 		}
@@ -234,7 +236,7 @@ func FuzzShortPath(f *testing.F) {
 			f.Add([]byte(raw))
 		}
 	}
-	for _, tc := range probetest.NotPlainProbes {
+	for _, tc := range append(probetest.OtherRequests, probetest.NetHTTPRequests...) {
 		f.Add([]byte(tc.Raw))
 	}
 	f.Add([]byte(probeRequest))
@@ -256,12 +258,12 @@ func FuzzShortPath(f *testing.F) {
 		n := copy(buf, raw)
 		for _, srv := range servers {
 			before := srv.p.answered()
-			answer, counter, ok := srv.sp.plainAnswer(buf, n)
+			answer, counter, ok := srv.sp.respondTest(buf, n)
 			if srv.p.answered() != before {
 				t.Fatalf("%q: counted by plainAnswer, before any read", raw)
 			}
 			if !ok {
-				if srv.sp.answer(nil, silentConn{t: t}, buf, n) {
+				if settled, _, _ := srv.sp.answer(nil, silentConn{t: t}, buf, n, true); settled {
 					t.Fatalf("%q: answered by the short path", raw)
 				}
 				continue
@@ -279,4 +281,10 @@ func FuzzShortPath(f *testing.F) {
 			}
 		}
 	})
+}
+
+// respondTest is respond without the request.
+func (sp *shortPath) respondTest(buf []byte, n int) ([]byte, *atomic.Uint64, bool) {
+	answer, counter, _, ok := sp.respond(buf, n)
+	return answer, counter, ok
 }

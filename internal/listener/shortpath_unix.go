@@ -2,7 +2,10 @@
 
 package listener
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
 
 // read reads p from the connection last peeked, with one system call that
 // never waits, and reports whether it read all of p: bytes the peek saw,
@@ -25,6 +28,26 @@ func (c *connCalls) write(p []byte) {
 	}
 	c.p = p
 	_, _ = c.result(c.rc.Write(c.writeFunc))
+}
+
+// readFrom reads what has arrived on nc into p, with one system call that
+// never waits, and reports false once nc has ended or failed; 0 bytes and
+// true say nothing has arrived. It makes nc the connection read and write
+// act on.
+func (c *connCalls) readFrom(nc net.Conn, p []byte) (int, bool) {
+	c.rc = nil
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.rc, _ = sc.SyscallConn()
+	}
+	if c.rc == nil {
+		return 0, false
+	}
+	c.p = p
+	n, err := c.result(c.rc.Read(c.readFunc))
+	if err == syscall.EAGAIN || err == syscall.EINTR {
+		return 0, true
+	}
+	return n, err == nil && n > 0
 }
 
 func (c *connCalls) readFD(fd uintptr) bool {

@@ -179,7 +179,8 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			continue
 		}
 		l.counters.Accepted.Add(1)
-		if p, n := l.accepting.peek(nc); !l.accepting.settle(nc, p, n) {
+		p, n := l.accepting.peek(nc)
+		if settled, _, _ := l.accepting.settle(nc, p, n, false); !settled {
 			return l.admit(nc, p), nil
 		}
 	}

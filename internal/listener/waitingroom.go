@@ -25,29 +25,32 @@ func roomSize(soft uint64, limit int) int {
 	return min(maxWaiting, max(1, int(soft*3/4)-limit))
 }
 
-// A room holds the accepted connections whose request header has not
-// arrived whole, without a goroutine or a buffer each: their bytes stay
-// in the kernel's receive buffer, and an edge-triggered epoll set of the
+// A room holds accepted connections without a goroutine or a buffer
+// each: those whose request header has not arrived whole, and those
+// answered that net/http would still hold (hold.go). Their bytes stay in
+// the kernel's receive buffer, and an edge-triggered epoll set of the
 // room's own (poller) reports each arrival, on which the room's goroutine
-// peeks again. A connection leaves once its header is whole (answered by
-// the short path or handed to net/http), once its client has gone, once
-// headerTimeout has passed since its accept (closed, as net/http's
-// ReadHeaderTimeout would), or, when the room is full and one more
-// arrives, when it has waited longest (closed: an eviction).
+// peeks again, or reads and discards a body. A connection leaves once its
+// header is whole (answered, or handed to net/http), once its client has
+// gone, once headerTimeout has passed since its accept (closed, as
+// net/http's ReadHeaderTimeout and ReadTimeout would), once its hold ends,
+// or, when the room is full and one more arrives, when it has waited
+// longest (closed: an eviction).
 type room struct {
 	l      *connLimiter
 	poller *poller
 	size   int
 	reader *reader // the room's goroutine's
 
-	mu      sync.Mutex
-	waiting waiterList         // oldest first, which is deadline order
-	byID    map[uint64]*waiter // waiting, by the id the poller reports
-	lastID  uint64             // ids are never reused: see drop
-	armed   int64              // the poller's deadline; 0 for none
-	closed  bool               // Serve stopping, or the poller failed: nothing waits
-	fullLog logGate
-	expired []*waiter // expire's scratch
+	mu        sync.Mutex
+	waiting   waiterList         // for a header or a body, by accept: deadline order
+	lingering waiterList         // by the start of their linger: deadline order too
+	byID      map[uint64]*waiter // either, by the id the poller reports
+	lastID    uint64             // ids are never reused: see drop
+	armed     int64              // the poller's deadline; 0 for none
+	closed    bool               // Serve stopping, or the poller failed: nothing waits
+	fullLog   logGate
+	expired   []*waiter // expire's scratch
 }
 
 // waiter is a connection in the room.
@@ -55,7 +58,9 @@ type waiter struct {
 	nc       net.Conn
 	fd       int32
 	id       uint64
-	deadline int64 // MonotonicNow at accept, plus headerTimeout
+	deadline int64    // MonotonicNow at accept, plus headerTimeout; or the linger's end
+	hold     holdKind // holdNone while its header is awaited
+	drain    drain    // for holdDrain
 	links[waiter]
 }
 
@@ -79,9 +84,9 @@ func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
 }
 
 // acceptLoop is the goroutine that accepts when there is a room: what the
-// peek settles it settles (reader.settle), what has no whole header waits
-// in the room, and the rest, with the listener's errors, goes to
-// net/http's Accept.
+// peek settles it settles (reader.settle), what has no whole header or is
+// held after its answer goes to the room, and the rest, with the
+// listener's errors, goes to net/http's Accept.
 func (l *connLimiter) acceptLoop() {
 	defer l.goroutines.Done()
 	r := l.accepting
@@ -101,7 +106,14 @@ func (l *connLimiter) acceptLoop() {
 		}
 		l.counters.Accepted.Add(1)
 		p, n := r.peek(nc)
-		if r.settle(nc, p, n) || p != peekedComplete && l.room.add(nc, r.calls.fd) {
+		settled, kind, d := r.settle(nc, p, n, true)
+		switch {
+		case settled && kind != holdNone:
+			if !l.room.add(nc, r.calls.fd, kind, d) {
+				_ = nc.Close() // Serve is stopping: nothing to hold it for
+			}
+			continue
+		case settled, p != peekedComplete && l.room.add(nc, r.calls.fd, holdNone, drain{}):
 			continue
 		}
 		if !l.hand(handed{nc: nc, p: p}) {
@@ -110,46 +122,58 @@ func (l *connLimiter) acceptLoop() {
 	}
 }
 
-// add has nc, accepted with its header not whole, wait, and reports
-// whether it does; it does not when nc has no descriptor to watch or the
-// room is closed. Full, the room closes the connection that has waited
-// longest to make room.
-func (r *room) add(nc net.Conn, fd int32) bool {
+// add has nc wait, its header not whole (holdNone), or be held after its
+// answer (kind, d), and reports whether it does; it does not when nc has
+// no descriptor to watch or the room is closed. Full, the room closes the
+// connection that has waited longest to make room.
+func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain) bool {
 	if fd < 0 {
 		return false
 	}
-	deadline := MonotonicNow() + int64(headerTimeout)
+	now := MonotonicNow()
+	w := &waiter{nc: nc, fd: fd, deadline: now + int64(headerTimeout), hold: kind, drain: d}
+	list := &r.waiting
+	if kind == holdLinger {
+		w.deadline, list = now+int64(rstAvoidanceDelay), &r.lingering
+	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return false
 	}
 	r.lastID++
-	if err := r.poller.watch(fd, r.lastID); err != nil {
+	w.id = r.lastID
+	if err := r.poller.watch(fd, w.id); err != nil {
 		r.mu.Unlock()
 		return false
 	}
 	var victim *waiter
-	if r.waiting.len >= r.size {
-		victim = r.waiting.front()
+	if r.waiting.len+r.lingering.len >= r.size {
+		victim = r.oldest()
 		r.drop(victim)
 	}
-	w := &waiter{nc: nc, fd: fd, id: r.lastID, deadline: deadline}
-	r.waiting.pushBack(w)
+	list.pushBack(w)
 	r.byID[w.id] = w
-	if r.armed == 0 {
-		r.arm(w.deadline)
-	}
+	r.arm(w.deadline)
 	logNow := victim != nil && r.fullLog.due(time.Now())
 	r.mu.Unlock()
 	if victim != nil {
 		r.l.counters.countEviction() // first, so a client that sees the close finds it counted
 		_ = victim.nc.Close()
 		if logNow {
-			r.l.log(slog.LevelWarn, "health: waiting room full; closing the connections that have waited longest for a whole request", "waiting", r.size)
+			r.l.log(slog.LevelWarn, "health: waiting room full; closing the connections that have waited longest", "waiting", r.size)
 		}
 	}
 	return true
+}
+
+// oldest is the connection to evict: the one that has waited longest for
+// a header or a body, else the oldest lingering one. r.mu must be held.
+func (r *room) oldest() *waiter {
+	if w := r.waiting.front(); w != nil {
+		return w
+	}
+	return r.lingering.front()
 }
 
 // run is the room's goroutine: it waits for the poller to report
@@ -177,73 +201,125 @@ func (r *room) run() {
 	}
 }
 
-// examine peeks again at the connection ev reports, and lets it go once
-// its header is whole, its header is too large or its client has gone.
-// A reset one is closed unpeeked: its receive queue may still hold part
-// of a header, but no one is left to answer. One whose client shut its
-// sending side after part of a header goes to net/http, which answers it
-// as it would. The peek is made
-// outside the lock; a connection evicted meanwhile is its evicter's.
+// examine deals with the connection ev reports: one awaiting its header
+// is peeked at again (answer), one held for its body drained, and one
+// lingering left unread, as net/http's is. It runs under r.mu, system
+// calls and all, so that no eviction closes a connection halfway through;
+// only the hand-off to net/http, which may wait, comes after.
 func (r *room) examine(ev readyEvent) {
 	r.mu.Lock()
 	w := r.byID[ev.id]
-	r.mu.Unlock()
-	if w == nil {
-		return // dropped since: see drop
+	handOn, p := false, peekedIncomplete
+	switch {
+	case w == nil: // dropped since: see drop
+	case w.hold == holdDrain:
+		r.next(w, r.reader.drain(w.nc, &w.drain, ev.failed))
+	case w.hold == holdNone:
+		handOn, p = r.answer(w, ev)
 	}
+	r.mu.Unlock()
+	if handOn {
+		r.poller.unwatch(w.fd) // net/http reads it from now on
+		r.l.hand(handed{nc: w.nc, p: p})
+	}
+}
+
+// answer peeks again at w, awaiting its header, and settles it once its
+// header is whole, too large, or its client has gone. A reset one is
+// closed unpeeked: its receive queue may still hold part of a header, but
+// no one is left to answer. What settle does not take is to be handed to
+// net/http, as p: one whose client shut its sending side after part of a
+// header, net/http answers at once (a 400), so it takes an answering slot,
+// never a waiting one that a burst of them would have evicted. r.mu must
+// be held.
+func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	p, n := peekedClosed, 0
 	if !ev.failed {
 		p, n = r.reader.peek(w.nc)
 	}
-	stays := (p == peekedEmpty || p == peekedIncomplete) && !ev.hangup
-	r.mu.Lock()
-	if stays || r.byID[ev.id] != w {
-		r.mu.Unlock()
-		return
+	if (p == peekedEmpty || p == peekedIncomplete) && !ev.hangup {
+		return false, p
 	}
-	r.drop(w)
-	r.mu.Unlock()
-	if r.reader.settle(w.nc, p, n) {
-		return
+	settled, kind, d := r.reader.settle(w.nc, p, n, true)
+	if !settled {
+		r.drop(w)
+		if ev.hangup && p == peekedIncomplete {
+			p = peekedComplete
+		}
+		return true, p
 	}
-	r.poller.unwatch(w.fd) // net/http reads it from now on
-	if ev.hangup && p == peekedIncomplete {
-		// Its client has sent all it will: net/http answers it at once
-		// (a 400 for a partial header), so it takes an answering slot,
-		// never a waiting one that a burst of them would have evicted.
-		p = peekedComplete
+	w.drain = d
+	if kind == holdDrain {
+		// More of the body may be queued than the peek saw, and an
+		// edge-triggered set reports no arrival that came before.
+		kind = r.reader.drain(w.nc, &w.drain, false)
 	}
-	r.l.hand(handed{nc: w.nc, p: p})
+	r.next(w, kind)
+	return false, p
 }
 
-// expire closes the connections whose header timeout has passed, which
-// is no eviction, and arms the poller for the next deadline.
+// next moves w, answered or drained, to what follows, kind: gone (its
+// connection closed), drained, or lingering from now. r.mu must be held.
+func (r *room) next(w *waiter, kind holdKind) {
+	switch {
+	case kind == holdNone:
+		r.drop(w)
+	case kind == holdLinger && w.hold != holdLinger:
+		r.waiting.remove(w)
+		w.deadline = MonotonicNow() + int64(rstAvoidanceDelay)
+		r.lingering.pushBack(w)
+		r.arm(w.deadline)
+	}
+	w.hold = kind
+}
+
+// expire ends the holds whose time has passed, which is no eviction, and
+// arms the poller for the next deadline: a header never completed is
+// closed, as net/http's ReadHeaderTimeout does; a body never completed
+// ends as net/http's drain does when its read deadline passes
+// (failedDrain); a linger ends in the close.
 func (r *room) expire() {
 	now := MonotonicNow()
 	r.mu.Lock()
 	expired := r.expired[:0]
 	for w := r.waiting.front(); w != nil && w.deadline <= now; w = r.waiting.front() {
+		if w.hold == holdDrain && failedDrain == holdLinger {
+			shutWrite(w.nc)
+			r.next(w, holdLinger)
+			continue
+		}
+		r.drop(w)
+		expired = append(expired, w)
+	}
+	for w := r.lingering.front(); w != nil && w.deadline <= now; w = r.lingering.front() {
 		r.drop(w)
 		expired = append(expired, w)
 	}
 	var next int64
-	if w := r.waiting.front(); w != nil {
-		next = w.deadline
+	for _, w := range [...]*waiter{r.waiting.front(), r.lingering.front()} {
+		if w != nil && (next == 0 || w.deadline < next) {
+			next = w.deadline
+		}
 	}
-	r.arm(next)
+	if next != r.armed {
+		r.poller.setDeadline(next)
+		r.armed = next
+	}
 	r.expired = expired
 	r.mu.Unlock()
 	for i, w := range expired {
-		r.reader.discard(w.nc) // a clean close, as net/http's
+		if w.hold == holdNone {
+			r.reader.discard(w.nc) // a clean close, as net/http's
+		}
 		_ = w.nc.Close()
 		expired[i] = nil
 	}
 }
 
-// arm sets the poller's deadline to deadline (0: none), if it is not set
-// already. Under r.mu, so that add's arming and expire's never cross.
+// arm sets the poller's deadline to deadline, if none is set or it comes
+// first. Under r.mu, so that add's arming and expire's never cross.
 func (r *room) arm(deadline int64) {
-	if deadline != r.armed {
+	if r.armed == 0 || deadline < r.armed {
 		r.poller.setDeadline(deadline)
 		r.armed = deadline
 	}
@@ -257,7 +333,11 @@ func (r *room) arm(deadline int64) {
 // wg, iptables) keeps the socket open and its descriptor number is reused
 // for a newer connection. r.mu must be held.
 func (r *room) drop(w *waiter) {
-	r.waiting.remove(w)
+	if w.hold == holdLinger {
+		r.lingering.remove(w)
+	} else {
+		r.waiting.remove(w)
+	}
 	delete(r.byID, w.id)
 }
 
@@ -266,7 +346,7 @@ func (r *room) drop(w *waiter) {
 // give back when accept runs out of them.
 func (r *room) evictOldest() bool {
 	r.mu.Lock()
-	w := r.waiting.front()
+	w := r.oldest()
 	if w != nil {
 		r.drop(w)
 	}
@@ -291,7 +371,7 @@ func (r *room) release() (all []*waiter, first bool) {
 	r.mu.Lock()
 	first = !r.closed
 	r.closed = true
-	for w := r.waiting.front(); w != nil; w = r.waiting.front() {
+	for w := r.oldest(); w != nil; w = r.oldest() {
 		r.drop(w)
 		all = append(all, w)
 	}
@@ -309,6 +389,10 @@ func (r *room) fail(err error) {
 		r.l.log(slog.LevelError, "health: the waiting room failed; connections without a whole request will wait in connection slots, evicted under a flood", "err", err)
 	}
 	for i, w := range all {
+		if w.hold != holdNone { // answered already
+			_ = w.nc.Close()
+			continue
+		}
 		r.poller.unwatch(w.fd)
 		if !r.l.hand(handed{nc: w.nc, p: peekedIncomplete}) {
 			for _, w := range all[i+1:] { // Serve has stopped

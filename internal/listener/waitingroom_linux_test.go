@@ -21,7 +21,8 @@ import (
 
 // TestRoomLetsGoOnceTheHeaderIsWhole: a connection waits, holding nothing
 // of net/http's, until its header is whole; then a plain probe is
-// answered by the short path and anything else handed to net/http.
+// answered by the short path and a request it does not parse handed to
+// net/http.
 func TestRoomLetsGoOnceTheHeaderIsWhole(t *testing.T) {
 	r := newRoomRig(t, nil, 16)
 	c := r.dialWaiting(1)
@@ -35,8 +36,8 @@ func TestRoomLetsGoOnceTheHeaderIsWhole(t *testing.T) {
 	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 503 Service Unavailable\r\n"), "%q", got)
 	assert.Equal(t, uint64(1), r.probes.readiness.Load())
 
-	post := r.dial("POST /readyz HTTP/1.1\r\nHost: x\r\n")
-	probetest.Eventually(t, func() bool { return r.waiting() == 1 }, "the POST waiting")
+	post := r.dial("BREW /readyz HTTP/1.1\r\nHost: x\r\n")
+	probetest.Eventually(t, func() bool { return r.waiting() == 1 }, "the BREW waiting")
 	_, err = io.WriteString(post, "\r\n")
 	require.NoError(t, err)
 	select {
@@ -45,7 +46,7 @@ func TestRoomLetsGoOnceTheHeaderIsWhole(t *testing.T) {
 		assert.Equal(t, slotActive, nc.(*limitedConn).state, "a whole request: never evicted")
 		r.release(nc)
 	case <-time.After(10 * time.Second):
-		t.Fatal("the whole POST never reached net/http")
+		t.Fatal("the whole BREW never reached net/http")
 	}
 	assert.Zero(t, r.waiting())
 	assert.Equal(t, uint64(2), r.counters.Accepted.Load())
@@ -100,7 +101,7 @@ func TestRoomFullClosesTheOldest(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, probetest.ClosedByServer(conns[2]))
 	assert.Equal(t, uint64(1), r.probes.readiness.Load(), "the third still waited, and was answered")
-	assert.Equal(t, 1, probetest.Count(r.logs.String(), `level=WARN msg="health: waiting room full; closing the connections that have waited longest for a whole request" waiting=3`), r.logs.String())
+	assert.Equal(t, 1, probetest.Count(r.logs.String(), `level=WARN msg="health: waiting room full; closing the connections that have waited longest" waiting=3`), r.logs.String())
 	assert.NotZero(t, r.counters.LastEviction.Load())
 }
 

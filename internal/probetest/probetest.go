@@ -98,6 +98,20 @@ func KubeletProbe(addr, path string) (status int, body string, err error) {
 // open that long fails the test.
 func Exchange(t testing.TB, addr, raw string, within time.Duration) string {
 	t.Helper()
+	return exchange(t, addr, raw, within, false)
+}
+
+// ExchangeShut is Exchange from a client that shuts its sending side once
+// raw is written, as one that has sent all it will: a server that holds a
+// connection for a body it was promised then closes at once, where
+// net/http's read of it ends, and a partial header is answered at once.
+func ExchangeShut(t testing.TB, addr, raw string, within time.Duration) string {
+	t.Helper()
+	return exchange(t, addr, raw, within, true)
+}
+
+func exchange(t testing.TB, addr, raw string, within time.Duration, shut bool) string {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +120,9 @@ func Exchange(t testing.TB, addr, raw string, within time.Duration) string {
 	// The server may close before all of it is written, and a read may
 	// end in a reset: only a timeout means it kept the connection open.
 	_, _ = io.WriteString(c, raw)
+	if shut {
+		_ = c.(*net.TCPConn).CloseWrite()
+	}
 	_ = c.SetReadDeadline(time.Now().Add(within))
 	got, err := io.ReadAll(c)
 	if isTimeout(err) {

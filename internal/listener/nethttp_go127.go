@@ -12,3 +12,11 @@ import "net/http"
 // commas, so a request within maxRequestBytes carries fewer values than
 // it has bytes, and this cap is never the one reached.
 func limitHeaderValues(srv *http.Server) { srv.MaxHeaderValueCount = maxRequestBytes }
+
+// What Go 1.27's net/http does when its drain of a body after the answer
+// fails (see hold.go): it lingers after any drain that did not reach the
+// body's end, which it looks for one byte past maxDrain.
+const (
+	failedDrain    = holdLinger
+	drainGivesUpAt = maxDrain + 1
+)
