@@ -122,6 +122,7 @@ const (
 	peekedOversized                // maxRequestBytes without the end of a header, or more than maxHeaderLines
 	peekedEmpty                    // nothing yet
 	peekedClosed                   // the client's FIN with nothing before it, or a reset
+	peekedUrgent                   // part of a header, then an urgent byte: net/http's to read
 )
 
 // closeAfterBody wraps Serve's handler. A probe has no body, so a request

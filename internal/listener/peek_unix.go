@@ -22,12 +22,14 @@ type connCalls struct {
 	n   int             // the call's byte count
 	err error           // the call's error
 
-	peekFunc, readFunc, writeFunc func(fd uintptr) bool
+	oob [1]byte // urgent's buffer
+
+	peekFunc, readFunc, writeFunc, urgentFunc func(fd uintptr) bool
 }
 
 func newConnCalls() *connCalls {
 	c := new(connCalls)
-	c.peekFunc, c.readFunc, c.writeFunc = c.peekFD, c.readFD, c.writeFD
+	c.peekFunc, c.readFunc, c.writeFunc, c.urgentFunc = c.peekFD, c.readFD, c.writeFD, c.urgentFD
 	return c
 }
 
@@ -73,8 +75,20 @@ func (c *connCalls) peek(nc net.Conn, buf []byte) (peeked, int) {
 		return peekedComplete, n
 	case n == len(buf):
 		return peekedOversized, n
+	case c.urgent():
+		return peekedUrgent, n
 	}
 	return peekedIncomplete, n
+}
+
+// urgent reports whether the connection last peeked has an urgent (TCP
+// MSG_OOB) byte pending. A peek stops short of the urgent mark, so a
+// header with such a byte in it never looks whole, where a read, as
+// net/http's, skips the byte and goes on; only a read can go past it.
+func (c *connCalls) urgent() bool {
+	c.p = c.oob[:]
+	n, _ := c.result(c.rc.Read(c.urgentFunc))
+	return n == 1
 }
 
 // result returns the count and error of the call just made, given the
@@ -95,5 +109,10 @@ func (c *connCalls) result(rawErr error) (int, error) {
 func (c *connCalls) peekFD(fd uintptr) bool {
 	c.fd = int32(fd)
 	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_PEEK)
+	return true
+}
+
+func (c *connCalls) urgentFD(fd uintptr) bool {
+	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_OOB|syscall.MSG_PEEK)
 	return true
 }

@@ -5,7 +5,9 @@ package listener
 import (
 	"io"
 	"net"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,4 +72,35 @@ func TestAcceptCallsAllocate(t *testing.T) {
 	})
 	assert.Equal(t, 1.0, answerAllocs, "the peek, the answer and the close: the RawConn only")
 	assert.Equal(t, uint64(runs+1), probes.readiness.Load(), "every probe answered")
+}
+
+// TestUrgentByteAsNetHTTP: a header with an urgent (MSG_OOB) byte in it,
+// which a peek never sees past, is answered at once as net/http answers
+// it, which reads past the byte: not left to time out at 2 s.
+func TestUrgentByteAsNetHTTP(t *testing.T) {
+	s := serveTest(t, nil, Options{})
+	reference := new(fakeProbes)
+	reference.ready.Store(true)
+	refAddr := serveReference(t, reference, nil)
+	for _, addr := range []string{refAddr, s.addr} {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHo")
+		require.NoError(t, err)
+		rc, err := c.(*net.TCPConn).SyscallConn()
+		require.NoError(t, err)
+		require.NoError(t, rc.Write(func(fd uintptr) bool {
+			err = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
+			return true
+		}))
+		require.NoError(t, err)
+		_, err = io.WriteString(c, "st: x\r\n\r\n")
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
+		got, err := io.ReadAll(c)
+		require.NoError(t, err, "answered and closed within a second")
+		assert.Regexp(t, `^HTTP/1\.1 200 OK\r\n(.*\r\n)*\r\nok\n$`, string(got))
+	}
+	assert.Equal(t, reference.readiness.Load(), s.probes.readiness.Load(), "counted alike")
 }

@@ -113,7 +113,7 @@ func (l *connLimiter) acceptLoop() {
 				_ = nc.Close() // Serve is stopping: nothing to hold it for
 			}
 			continue
-		case settled, p != peekedComplete && l.room.add(nc, r.calls.fd, holdNone, drain{}):
+		case settled, (p == peekedIncomplete || p == peekedEmpty) && l.room.add(nc, r.calls.fd, holdNone, drain{}):
 			continue
 		}
 		if !l.hand(handed{nc: nc, p: p}) {
@@ -167,13 +167,14 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain) bool {
 	return true
 }
 
-// oldest is the connection to evict: the one that has waited longest for
-// a header or a body, else the oldest lingering one. r.mu must be held.
+// oldest is the connection to evict: the oldest lingering one, answered
+// and within half a second of its close, else the one that has waited
+// longest for a header or a body. r.mu must be held.
 func (r *room) oldest() *waiter {
-	if w := r.waiting.front(); w != nil {
+	if w := r.lingering.front(); w != nil {
 		return w
 	}
-	return r.lingering.front()
+	return r.waiting.front()
 }
 
 // run is the room's goroutine: it waits for the poller to report
