@@ -6,8 +6,8 @@
 // from its own process as the kubelet does: a fresh connection every
 // 100 ms to /healthz and to /readyz, with a 1 s timeout. It prints one table
 // row per load: probe success per endpoint, probe latency, and the server's
-// peak RSS, peak goroutines, CPU (cores busy over the probing window, from
-// its own rusage) and shutdown time under load.
+// peak RSS, peak live heap, peak goroutines, CPU (cores busy over the
+// probing window, from its own rusage) and shutdown time under load.
 //
 // The loads are numbered rows of one table (-load, comma-separated; all of
 // them by default): -loads prints it, each load with its attackers, the
@@ -202,7 +202,10 @@ var synCookies = counts{"idle": 8000, "churn": 8}
 // allLoads is the table of loads. Loads 11 and 12 are the SYN-cookie
 // case; 13 and 14 a queue of complete requests; 15 to 17 run the server
 // under a CPU limit, as a node agent's DaemonSet may set one, where the
-// CPU a flood costs the server is taken from its answers to the probe.
+// CPU a flood costs the server is taken from its answers to the probe;
+// 18 to 21 send a probe's own request line, GET /healthz, each with one
+// thing a probe never sends (a body awaited, trickled or declared huge, a
+// header past the cap), alone.
 var allLoads = []load{
 	{id: 1, name: "1,000 slowloris + 1,000 idle", clients: counts{"slowloris": 1000, "idle": 1000}, bar: 0.999},
 	{id: 2, name: "load 1, server fd limit 1024", clients: counts{"slowloris": 1000, "idle": 1000}, serverNofile: 1024, bar: 0.999},
@@ -221,6 +224,10 @@ var allLoads = []load{
 	{id: 15, name: "load 1, server at 0.25 cores", clients: counts{"slowloris": 1000, "idle": 1000}, cpus: 0.25, bar: 0.999},
 	{id: 16, name: "load 1, server at 0.05 cores", clients: counts{"slowloris": 1000, "idle": 1000}, cpus: 0.05, bar: 0.999},
 	{id: 17, name: "hostile mix (load 9), server at 0.25 cores", clients: hostileMix, cpus: 0.25, bar: 0.999},
+	{id: 18, name: "2,000 GET /healthz with Expect: 100-continue, body never sent", clients: counts{"getexpect": 2000}, bar: 0.999},
+	{id: 19, name: "2,000 GET /healthz with a chunked body trickled, a 1-byte chunk a second", clients: counts{"gettrickle": 2000}, bar: 0.999},
+	{id: 20, name: "2,000 GET /healthz declaring a 1 TiB body never sent", clients: counts{"gethugebody": 2000}, bar: 0.999},
+	{id: 21, name: "2,000 GET /healthz with a 12 KiB header (431)", clients: counts{"getbigheader": 2000}, bar: 0.999},
 }
 
 // allLoadIDs is the default -load: every load.

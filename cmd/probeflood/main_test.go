@@ -46,8 +46,8 @@ func TestSelectLoads(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "custom: 10 slowloris + 20 idle + churn (one loop per core) + 5 options + 7 noread, server fd limit 512, probe delay 5ms", loads[0].name)
 
-	_, err = selectLoads("18", custom, 0)
-	assert.EqualError(t, err, `-load: no load "18" (have 1 to 17, and custom)`)
+	_, err = selectLoads("22", custom, 0)
+	assert.EqualError(t, err, `-load: no load "22" (have 1 to 21, and custom)`)
 	custom.clients["idle"] = -1
 	_, err = selectLoads("custom", custom, 0)
 	assert.EqualError(t, err, "-idle -1: want a count of 0 or more (-1, one loop per core, is for the kinds that loop)")
@@ -58,7 +58,7 @@ func TestSelectLoads(t *testing.T) {
 func TestAllLoads(t *testing.T) {
 	loads, err := selectLoads(allLoadIDs(), load{}, 0)
 	require.NoError(t, err)
-	require.Len(t, loads, 17)
+	require.Len(t, loads, 21)
 	for i, l := range loads {
 		assert.Equal(t, i+1, l.id)
 		assert.NotEmpty(t, l.name)
@@ -112,6 +112,35 @@ func TestAllLoads(t *testing.T) {
 		assert.Zero(t, l.serverNofile, l.name)
 		assert.Zero(t, l.probeDelay, l.name)
 	}
+	// GET /healthz with one thing a probe never sends, each alone, as
+	// loads 6 to 8 are, and none in a load before them.
+	for i, kind := range []string{"getexpect", "gettrickle", "gethugebody", "getbigheader"} {
+		l := loads[17+i]
+		assert.Equal(t, counts{kind: 2000}, l.clients, l.name)
+		assert.True(t, strings.HasPrefix(l.name, "2,000 GET /healthz "), l.name)
+		assert.Equal(t, 0.999, l.bar, l.name)
+		assert.Zero(t, l.serverNofile, l.name)
+		assert.Zero(t, l.probeDelay, l.name)
+		assert.Zero(t, l.cpus, l.name)
+	}
+}
+
+// -load 18,19,20,21 selects the four, each with its own kind, which the
+// attack child's flags carry; with -server both each runs against health,
+// then plain.
+func TestSelectGETLoads(t *testing.T) {
+	loads, err := selectLoads("18,19,20,21", load{}, 0)
+	require.NoError(t, err)
+	require.Len(t, loads, 4)
+	for i, l := range loads {
+		assert.Equal(t, 18+i, l.id)
+		assert.NoError(t, l.clients.check(), l.name)
+	}
+	first, _ := loadsLimit(loads, 0)
+	assert.Zero(t, first, "no CPU limit, so no cgroup to make")
+	fs, f := attackFlags()
+	require.NoError(t, fs.Parse(attackArgs("127.0.0.1:9101", loads[1].clients, time.Minute)[2:]))
+	assert.Equal(t, counts{"gettrickle": 2000}, f.clients)
 }
 
 // -cpus limits every load without a limit of its own, and says so in its
@@ -161,8 +190,8 @@ func TestHostileMix(t *testing.T) {
 	assert.Zero(t, hostileMix["maxrequest"])
 	assert.Equal(t, -1, hostileMix["churn"], "one churn loop per core")
 	assert.NoError(t, hostileMix.check())
-	assert.Equal(t, 3400, hostileMix.clients())
-	assert.Contains(t, allLoads[8].name, "3,400 clients + loops")
+	assert.Equal(t, 4200, hostileMix.clients())
+	assert.Contains(t, allLoads[8].name, "4,200 clients + loops")
 }
 
 func TestKinds(t *testing.T) {
@@ -251,19 +280,27 @@ func TestCoresBusy(t *testing.T) {
 
 // The child processes' lines round-trip through their parsers.
 func TestResultLines(t *testing.T) {
-	sr := serverResult{goroutines: 293, rssKiB: 17920, shutdownMs: 12.5, cores: 0.671, evictions: 3906.5}
+	sr := serverResult{goroutines: 293, rssKiB: 17920, heapKiB: 1126, shutdownMs: 12.5, cores: 0.671, evictions: 3906.5}
 	line, ok := strings.CutPrefix(sr.String(), "result ")
 	require.True(t, ok)
+	assert.Contains(t, line, " rss_kib=17920 heap_kib=1126 ")
 	got, err := parseServerResult(line)
 	require.NoError(t, err)
 	assert.Equal(t, sr, got)
-	assert.Equal(t, "17.5 MiB | 293 | 0.67 | 3906 | 12 ms", strings.Join(serverCells(&got), " | "))
-	got, err = parseServerResult("goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0")
+	assert.Equal(t, "17.5 MiB | 1.1 MiB | 293 | 0.67 | 3906 | 12 ms", strings.Join(serverCells(&got), " | "))
+	got, err = parseServerResult("goroutines=5 rss_kib=6000 heap_kib=-1 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0")
 	require.NoError(t, err)
+	assert.EqualValues(t, -1, got.heapKiB)
 	assert.Equal(t, "n/a", formatCores(got.cores))
-	assert.Equal(t, "5.9 MiB | 5 | n/a | n/a | 0 ms", strings.Join(serverCells(&got), " | "))
-	_, err = parseServerResult("goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=0.5") // an old child
-	assert.Error(t, err)
+	assert.Equal(t, "5.9 MiB | n/a | 5 | n/a | n/a | 0 ms", strings.Join(serverCells(&got), " | "))
+	// Older children, without the live heap or more: refused, not misread.
+	for _, old := range []string{
+		"goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0",
+		"goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=0.5",
+	} {
+		_, err = parseServerResult(old)
+		assert.Error(t, err, old)
+	}
 
 	ar := attackResult{dials: 12345, seconds: 23.5, dialErrors: 2}
 	line, ok = strings.CutPrefix(ar.String(), "result ")

@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -55,8 +56,8 @@ const (
 // -server plain, a plain http.Server serving the package's Handler). It
 // prints its address, then answers the parent's lines on standard input
 // (markStart, markEnd, markSnapshot) until it closes, then reports how long
-// the server took to return, its own peak RSS and goroutines, and the CPU
-// it used between the marks.
+// the server took to return, its own peak RSS, live heap and goroutines,
+// and the CPU it used between the marks.
 func runServer(args []string) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	nofile := fs.Uint64("nofile", 0, "set RLIMIT_NOFILE, soft and hard, to this (0: leave it)")
@@ -94,15 +95,20 @@ func runServer(args []string) error {
 		go func() { served <- srv.Serve(ctx, ln) }()
 	}
 
-	var peak atomic.Int64
+	var peak, peakHeap atomic.Int64
+	peakHeap.Store(-1) // until a sample: stays so where the metric is unsupported
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
+		heap := newLiveHeap()
 		for {
 			if n := int64(runtime.NumGoroutine()); n > peak.Load() {
 				peak.Store(n)
+			}
+			if n := heap.bytes(); n > peakHeap.Load() {
+				peakHeap.Store(n)
 			}
 			select {
 			case <-ctx.Done():
@@ -147,7 +153,11 @@ func runServer(args []string) error {
 	if *serverKind == serverHealth && !start.wall.IsZero() && end.wall.After(start.wall) {
 		evictions = float64(evictedEnd-evictedStart) / end.wall.Sub(start.wall).Seconds()
 	}
-	fmt.Println(serverResult{goroutines: peak.Load(), rssKiB: peakRSSKiB(), shutdownMs: float64(shutdown.Microseconds()) / 1000, cores: coresBusy(start, end), evictions: evictions})
+	heapKiB := peakHeap.Load() // -1 when not measured
+	if heapKiB > 0 {
+		heapKiB >>= 10
+	}
+	fmt.Println(serverResult{goroutines: peak.Load(), rssKiB: peakRSSKiB(), heapKiB: heapKiB, shutdownMs: float64(shutdown.Microseconds()) / 1000, cores: coresBusy(start, end), evictions: evictions})
 	return nil
 }
 
@@ -185,10 +195,34 @@ func servePlain(ctx context.Context, h http.Handler, ln net.Listener) error {
 	return nil
 }
 
+// liveHeap samples the live heap without costing the server what it
+// measures. It reads runtime/metrics' /gc/heap/live:bytes, the heap the
+// last collection marked live, rather than MemStats.HeapAlloc: a
+// metrics.Read of it does not stop the world, where ReadMemStats does,
+// every 5 ms, and it needs no runtime.GC() to leave out the garbage
+// awaiting collection, whose peak would be the GC's goal, not what the
+// server holds. Under a load collections run often, so its peak is what
+// the connections held at once.
+type liveHeap struct{ s []metrics.Sample }
+
+func newLiveHeap() liveHeap {
+	return liveHeap{s: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+}
+
+// bytes is the live heap now; -1 where the runtime has no such metric.
+func (h liveHeap) bytes() int64 {
+	metrics.Read(h.s)
+	if h.s[0].Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
+	return int64(h.s[0].Value.Uint64())
+}
+
 // serverResult is the server child's result line.
 type serverResult struct {
 	goroutines int64   // peak
 	rssKiB     int64   // peak, VmHWM
+	heapKiB    int64   // peak live heap (see liveHeap); negative when not measured
 	shutdownMs float64 // from the cancel to the server's return
 	cores      float64 // CPU busy between the marks, in cores; negative when not measured
 	// evictions is how many connections a second Serve closed to make
@@ -198,13 +232,13 @@ type serverResult struct {
 }
 
 func (r serverResult) String() string {
-	return fmt.Sprintf("result goroutines=%d rss_kib=%d shutdown_ms=%.1f cpu_cores=%.3f evictions_per_s=%.1f", r.goroutines, r.rssKiB, r.shutdownMs, r.cores, r.evictions)
+	return fmt.Sprintf("result goroutines=%d rss_kib=%d heap_kib=%d shutdown_ms=%.1f cpu_cores=%.3f evictions_per_s=%.1f", r.goroutines, r.rssKiB, r.heapKiB, r.shutdownMs, r.cores, r.evictions)
 }
 
 // parseServerResult reads a result line, without its "result " prefix.
 func parseServerResult(s string) (serverResult, error) {
 	var r serverResult
-	if _, err := fmt.Sscanf(s, "goroutines=%d rss_kib=%d shutdown_ms=%f cpu_cores=%f evictions_per_s=%f", &r.goroutines, &r.rssKiB, &r.shutdownMs, &r.cores, &r.evictions); err != nil {
+	if _, err := fmt.Sscanf(s, "goroutines=%d rss_kib=%d heap_kib=%d shutdown_ms=%f cpu_cores=%f evictions_per_s=%f", &r.goroutines, &r.rssKiB, &r.heapKiB, &r.shutdownMs, &r.cores, &r.evictions); err != nil {
 		return r, fmt.Errorf("server result %q: %w", s, err)
 	}
 	return r, nil

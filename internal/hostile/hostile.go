@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -33,12 +34,23 @@ const (
 	Reset
 	// CloseAtOnce closes the connection at once: connect-and-close churn.
 	CloseAtOnce
+	// TrickleChunks sends a chunk of a chunked body, one byte of it,
+	// every second until the server closes, and never the last chunk:
+	// the chunks are valid, so a server reading the body keeps waiting
+	// for the next rather than failing it.
+	TrickleChunks
 )
 
 // NoReadHold is how long a LeaveUnread client leaves the answer unread:
 // past the server's 2 s write timeout, so that whatever the server does
 // with a client that does not read, it has done it by then.
 const NoReadHold = 3 * time.Second
+
+// What a TrickleChunks client sends, and how often: a chunk of one byte.
+const (
+	trickledChunk = "1\r\nx\r\n"
+	chunkEvery    = time.Second
+)
 
 // Client is one kind of hostile client.
 type Client struct {
@@ -68,6 +80,10 @@ const (
 	pipelined = 4
 )
 
+// bigHeaderGet is a GET /healthz with a header past any cap: bigheader's
+// request, and getbigheader's.
+var bigHeaderGet = partialGet + "X-Big: " + strings.Repeat("a", bigHeader) + "\r\n\r\n"
+
 // tlsClientHello is a minimal, well-formed TLS 1.2 ClientHello record:
 // one cipher suite, no extensions, and a random with no newline in it.
 var tlsClientHello = "\x16\x03\x01\x00\x2d" + // handshake record, 45 bytes
@@ -83,7 +99,7 @@ var clients = []Client{
 	{Name: "idle", Help: "connects and sends nothing"},
 	{Name: "churn", Help: "connects and closes at once, in a loop", Then: CloseAtOnce},
 	{Name: "options", Help: "OPTIONS * declaring Content-Length: 4096, the body never sent", Request: "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4096\r\n\r\n", Lingers: true},
-	{Name: "bigheader", Help: "a 12 KiB header, so net/http answers 431", Request: partialGet + "X-Big: " + strings.Repeat("a", bigHeader) + "\r\n\r\n", Lingers: true},
+	{Name: "bigheader", Help: "a 12 KiB header, so net/http answers 431", Request: bigHeaderGet, Lingers: true},
 	{Name: "hugebody", Help: "POST /healthz declaring Content-Length: 1099511627776 (1 TiB), the body never sent", Request: "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1099511627776\r\n\r\n", Lingers: true},
 	{Name: "smallbody", Help: "POST /readyz declaring Content-Length: 1000, the body never sent", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n", Lingers: true},
 	{Name: "expect", Help: "POST /healthz with Expect: 100-continue, the body never sent", Request: "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n", Lingers: true},
@@ -101,6 +117,13 @@ var clients = []Client{
 	{Name: "tls", Help: "a TLS ClientHello on the plain port, then silence", Request: tlsClientHello},
 	{Name: "h2", Help: "the HTTP/2 client preface, then silence", Request: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
 	{Name: "noread", Help: "a complete GET, its answer left unread for 3 s (past the write timeout)", Request: partialGet + "\r\n", Then: LeaveUnread},
+	// GET /healthz, a probe's own request line, with one thing a probe
+	// never sends: a body awaited, trickled or declared huge, or a header
+	// past the cap. getbigheader's request is bigheader's.
+	{Name: "getexpect", Help: "GET /healthz with Expect: 100-continue declaring Content-Length: 1000, the body never sent", Request: partialGet + "Content-Length: 1000\r\nExpect: 100-continue\r\n\r\n", Lingers: true},
+	{Name: "gettrickle", Help: "GET /healthz with a chunked body trickled, a 1-byte chunk a second, never ended", Request: partialGet + "Transfer-Encoding: chunked\r\n\r\n", Then: TrickleChunks, Lingers: true},
+	{Name: "gethugebody", Help: "GET /healthz declaring Content-Length: 1099511627776 (1 TiB), the body never sent", Request: partialGet + "Content-Length: 1099511627776\r\n\r\n", Lingers: true},
+	{Name: "getbigheader", Help: "GET /healthz with a 12 KiB header, so net/http answers 431", Request: bigHeaderGet, Lingers: true},
 }
 
 // Clients returns every kind of hostile client, in a fixed order.
@@ -145,12 +168,16 @@ func (cl Client) Run(ctx context.Context, c net.Conn) {
 		case <-t.C:
 		}
 		t.Stop()
-	case Trickle:
+	case Trickle, TrickleChunks:
 		for i := 0; ctx.Err() == nil; i++ {
-			if ClosedByServer(ctx, c, time.Now().Add(time.Second+rand.N(2*time.Second))) {
+			wait, next := chunkEvery, trickledChunk
+			if cl.Then == Trickle {
+				wait, next = time.Second+rand.N(2*time.Second), fmt.Sprintf("X-Slow-%d: 1\r\n", i)
+			}
+			if ClosedByServer(ctx, c, time.Now().Add(wait)) {
 				return
 			}
-			if _, err := fmt.Fprintf(c, "X-Slow-%d: 1\r\n", i); err != nil {
+			if _, err := io.WriteString(c, next); err != nil {
 				return
 			}
 		}

@@ -42,11 +42,16 @@ func parseRequest(t *testing.T, s string) *http.Request {
 	return req
 }
 
-func request(t *testing.T, name string) string {
+func find(t *testing.T, name string) Client {
 	t.Helper()
 	c, ok := Find(name)
 	require.True(t, ok, name)
-	return c.Request
+	return c
+}
+
+func request(t *testing.T, name string) string {
+	t.Helper()
+	return find(t, name).Request
 }
 
 // Each request is what its help says.
@@ -74,6 +79,31 @@ func TestRequests(t *testing.T) {
 	assert.Equal(t, []string{"chunked"}, parseRequest(t, request(t, "trailers")).TransferEncoding)
 	assert.Contains(t, request(t, "trailers"), "\r\nTrailer: "+strings.Repeat("a,", 500)+"a\r\n", "501 trailer names")
 	assert.Equal(t, []string{"chunked"}, parseRequest(t, request(t, "chunked")).TransferEncoding)
+
+	// GET /healthz, as a probe sends it, with one thing a probe never
+	// sends.
+	for _, name := range []string{"getexpect", "gettrickle", "gethugebody", "getbigheader"} {
+		raw := request(t, name)
+		assert.True(t, strings.HasPrefix(raw, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"), name)
+		assert.True(t, strings.HasSuffix(raw, "\r\n\r\n"), "%s: the header complete, no body byte", name)
+		req := parseRequest(t, raw)
+		assert.Equal(t, "GET", req.Method, name)
+		assert.Equal(t, "/healthz", req.URL.Path, name)
+		assert.Equal(t, "127.0.0.1", req.Host, name)
+		assert.True(t, find(t, name).Lingers, "%s: net/http would hold it after its request", name)
+	}
+	expect := parseRequest(t, request(t, "getexpect"))
+	assert.Equal(t, "100-continue", expect.Header.Get("Expect"))
+	assert.EqualValues(t, 1000, expect.ContentLength)
+	trickle := parseRequest(t, request(t, "gettrickle"))
+	assert.Equal(t, []string{"chunked"}, trickle.TransferEncoding)
+	assert.Empty(t, trickle.Header.Values("Content-Length"))
+	assert.Equal(t, TrickleChunks, find(t, "gettrickle").Then)
+	assert.EqualValues(t, 1<<40, parseRequest(t, request(t, "gethugebody")).ContentLength)
+	assert.Equal(t, request(t, "bigheader"), request(t, "getbigheader"), "bigheader's request is a GET /healthz already")
+	for _, name := range []string{"getexpect", "gethugebody", "getbigheader"} {
+		assert.Equal(t, AwaitClose, find(t, name).Then, name)
+	}
 
 	r := bufio.NewReader(strings.NewReader(request(t, "pipeline")))
 	n := 0
@@ -172,4 +202,41 @@ func TestRunTrickle(t *testing.T) {
 	_ = srv.Close()
 	<-done
 	assert.True(t, bytes.HasPrefix([]byte(lines[2]), []byte("X-Slow-")))
+}
+
+// TrickleChunks sends a valid chunk of one byte every second, never the
+// last: a server's chunked reader reads each and waits for the next. It
+// stops once closed.
+func TestRunTrickleChunks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for two trickled chunks, 2 s: skipped with -short")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	srv, err := ln.Accept()
+	require.NoError(t, err)
+	cl := find(t, "gettrickle")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cl.Run(context.Background(), client)
+		_ = client.Close()
+	}()
+	_ = srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	req, err := http.ReadRequest(bufio.NewReader(srv))
+	require.NoError(t, err)
+	start := time.Now()
+	var body [2]byte
+	for i := range body {
+		_, err := io.ReadFull(req.Body, body[i:i+1])
+		require.NoError(t, err, "chunk %d", i)
+	}
+	elapsed := time.Since(start)
+	assert.Equal(t, "xx", string(body[:]))
+	assert.GreaterOrEqual(t, elapsed, chunkEvery, "a chunk a second, not both at once")
+	_ = srv.Close()
+	<-done
 }

@@ -23,8 +23,8 @@ func TestRefuseNeverWaits(t *testing.T) {
 	sc, client := probetest.TCPPair(t)
 	require.NoError(t, client.(*net.TCPConn).SetReadBuffer(4096))
 	require.NoError(t, sc.(*net.TCPConn).SetWriteBuffer(4096))
-	calls := newConnCalls()
-	p, _ := calls.peek(sc, make([]byte, maxRequestBytes))
+	r := newReader(nil)
+	p, _ := r.peek(sc)
 	require.Equal(t, peekedEmpty, p)
 	// Fill the send buffer and the client's receive buffer.
 	require.NoError(t, sc.SetWriteDeadline(time.Now().Add(200*time.Millisecond)))
@@ -35,7 +35,7 @@ func TestRefuseNeverWaits(t *testing.T) {
 	returned := make(chan struct{})
 	go func() {
 		defer close(returned)
-		refuse(calls, sc, nil, false)
+		r.refuse(sc, 0, false)
 	}()
 	select {
 	case <-returned:

@@ -49,10 +49,9 @@ func TestAcceptCallsAllocate(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = conns[i].Close() })
 	}
-	calls := newConnCalls()
 	probes := new(fakeProbes)
-	sp := newShortPath(probes.answer)
-	buf := make([]byte, maxRequestBytes)
+	r := newReader(probes.answer)
+	calls, buf := r.calls, r.buf
 
 	next := 0
 	peekAllocs := testing.AllocsPerRun(runs, func() {
@@ -66,7 +65,7 @@ func TestAcceptCallsAllocate(t *testing.T) {
 	next = 0 // the same connections: the peek consumed nothing
 	answerAllocs := testing.AllocsPerRun(runs, func() {
 		_, n := calls.peek(conns[next], buf)
-		settled, _, _ := sp.answer(calls, conns[next], buf, n, false)
+		settled, _, _ := r.answer(conns[next], n, false)
 		require.True(t, settled)
 		next++
 	})

@@ -2,168 +2,76 @@ package listener
 
 import (
 	"bytes"
-	"net"
 	"net/http"
-	"strconv"
-	"sync/atomic"
-	"time"
 )
 
-// shortPath answers plain probes in Accept, from the bytes the peek
-// already holds, without handing their connections to net/http.
-//
-// The kernel's accept queue is first in, first out. A local client that
-// keeps it full of complete requests, each on a fresh connection, makes the
-// kubelet's probe wait behind all of them, or has its handshake dropped
-// once the queue overflows: how fast Serve drains that queue is how soon
-// the probe gets its turn. Through net/http every connection costs a
-// goroutine, a 4 KiB read buffer, a write buffer and a map of every request
-// header (some 60 entries for a 4 KiB request) before it is answered, and
-// holds a slot until that goroutine ends. At accept, a plain probe costs a
-// parse of the peeked bytes, a table lookup, a read of those bytes, a write
-// and a close, in the accepting goroutine and its reused buffers, so the
-// queue drains at the kernel's pace: no goroutine, no buffer and no header
-// map per connection, and 7 allocations on Linux, all but one (the
-// connection's syscall.RawConn, see connCalls) net's own
-// TCPListener.Accept's.
-//
-// The answer is the one net/http would write, byte for byte, but the Date
-// value, and it is counted alike, so that nothing tells which path
-// answered a probe (TestShortPathMatchesNetHTTP and FuzzShortPath compare
-// the bytes with net/http's). So the short path takes only requests that
-// net/http is known to answer with the handler's plain answer
-// (parseRequest lists them, and why each exclusion), and every other
-// request reaches net/http exactly as before.
-//
-// A shortPath is used by one goroutine (see reader), so its buffers need
-// no lock.
-type shortPath struct {
-	route AnswerFunc
-	buf   []byte // the answer being written, reused
-	// date is the Date value of the second dateSecond, as net/http
-	// writes it: formatted once a second, not once an answer.
-	date       []byte
-	dateSecond int64
+// maxRequestBytes caps what a connection may send before the end of its
+// request header: 4 KiB less a byte, room for a kubelet's request (about
+// 130 bytes) with as many custom httpHeaders as maxHeaderLines allows.
+// net/http reads up to MaxHeaderBytes and 4 KiB more before it refuses a
+// header, and then lingers (hold.go); below its cap, the refusal, with its
+// own 431 bytes, costs no goroutine (refuse).
+const maxRequestBytes = 4<<10 - 1
+
+// maxHeaderLines caps the lines of a request header, a dozen times a
+// kubelet's with a few custom headers: 4 KiB holds a thousand short lines,
+// of which net/http builds a map before it answers (and, since Go 1.27,
+// refuses more than 500 values, and lingers). More are refused with the
+// same 431.
+const maxHeaderLines = 64
+
+// headerScanner finds the blank line that ends an HTTP/1 request header,
+// across reads, and counts the header's lines up to it: what comes after
+// (a body, a pipelined request) is not the header's. net/http accepts "\n"
+// as well as "\r\n" as a line end, so both count.
+type headerScanner struct {
+	lines     int
+	lineEmpty bool // only '\r' since the last '\n'
+	done      bool // the blank line has been seen
 }
 
-func newShortPath(route AnswerFunc) *shortPath {
-	return &shortPath{
-		route:      route,
-		buf:        make([]byte, 0, 1024),
-		date:       make([]byte, 0, len(http.TimeFormat)),
-		dateSecond: -1 << 63,
+func (s *headerScanner) scan(p []byte) {
+	// From line end to line end: the waiting room rescans a header on
+	// every byte a slow client sends, so a long line must cost one
+	// IndexByte, not a loop over its bytes.
+	for len(p) > 0 && !s.done {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.lineEmpty = s.lineEmpty && onlyCR(p)
+			return
+		}
+		s.lines++
+		s.done = s.lineEmpty && onlyCR(p[:i])
+		s.lineEmpty = true
+		p = p[i+1:]
 	}
 }
 
-// answer answers nc, if what nc has sent, the first n bytes the peek
-// copied into buf, is a request parseRequest takes; calls is the connCalls
-// that peeked nc. It returns false when it is not one, or when the answer
-// would leave nc to be held (hold.go) and canHold is false, having done
-// nothing: net/http is to serve nc. Otherwise nc is closed, or its hold
-// returned for the room to keep.
-//
-// The request is read before the answer is written because Linux answers
-// a close with unread bytes in the receive queue by a reset, which can
-// destroy the answer before the client reads it; once they are read, the
-// close sends a FIN behind the answer, and the client reads the whole
-// answer and then EOF, as from net/http, which has read them into its
-// buffer. The bytes are those the peek saw, already in the queue, so the
-// read returns at once; should it not return them all, the connection is
-// broken, and it is closed unanswered and uncounted, as net/http counts an
-// answer only once it has read the request.
-//
-// The answer, under 1 KiB, goes into the empty send buffer of a fresh
-// socket, so the write completes at once. Should it not (no buffer memory,
-// or the client already reset), the connection is closed anyway, as
-// net/http's write timeout would end it: nothing waits for a client here.
-func (sp *shortPath) answer(calls *connCalls, nc net.Conn, buf []byte, n int, canHold bool) (bool, holdKind, drain) {
-	answer, counter, req, ok := sp.respond(buf, n)
-	if !ok {
-		return false, holdNone, drain{}
+func onlyCR(p []byte) bool {
+	for _, b := range p {
+		if b != '\r' {
+			return false
+		}
 	}
-	kind, d := holdFor(&req, buf[req.header:n])
-	if kind != holdNone && !canHold {
-		return false, holdNone, drain{}
-	}
-	if !calls.read(buf[:n]) {
-		kind = holdNone
-	} else {
-		counter.Add(1) // as the handler counts, between the read and the write
-		calls.write(answer)
-	}
-	switch kind {
-	case holdNone:
-		_ = nc.Close()
-	case holdLinger:
-		shutWrite(nc)
-	}
-	return true, kind, d
+	return true
 }
 
-// shutWrite sends the FIN net/http sends before its linger.
-func shutWrite(nc net.Conn) {
-	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-}
+// peeked is what Accept saw of a new connection's request before handing
+// it to net/http.
+type peeked uint8
 
-// respond returns the answer to the request in buf[:n], the counter the
-// handler would count it in, and the request, if parseRequest takes it
-// and the AnswerFunc answers it. The answer is valid until the next call.
-func (sp *shortPath) respond(buf []byte, n int) ([]byte, *atomic.Uint64, request, bool) {
-	req, ok := parseRequest(buf[:n])
-	if !ok {
-		return nil, nil, req, false
-	}
-	resp, counter := sp.route(req.method, req.path, req.rawQuery)
-	if resp == nil {
-		return nil, nil, req, false
-	}
-	sp.buf = sp.appendAnswer(sp.buf[:0], &req, resp, time.Now())
-	return sp.buf, counter, req, true
-}
+const (
+	peekedIncomplete peeked = iota // part of a header, or no way to look
+	peekedComplete                 // a whole request header
+	peekedOversized                // maxRequestBytes without the end of a header, or more than maxHeaderLines
+	peekedEmpty                    // nothing yet
+	peekedClosed                   // the client's FIN with nothing before it, or a reset
+	peekedUrgent                   // part of a header, then an urgent byte: net/http's to read
+)
 
-// appendAnswer appends resp, the answer to p, as net/http writes it: the
-// status line with the request's version, the handler's header lines, the
-// Date net/http adds, "Connection: close" for HTTP/1.1 only
-// (keep-alive is off, and to an HTTP/1.0 client a close needs no saying),
-// a blank line, and the body unless the method is HEAD. A HEAD answer keeps
-// the handler's Content-Length.
-func (sp *shortPath) appendAnswer(dst []byte, p *request, resp *Response, now time.Time) []byte {
-	if p.http10 {
-		dst = append(dst, "HTTP/1.0 "...)
-	} else {
-		dst = append(dst, "HTTP/1.1 "...)
-	}
-	dst = strconv.AppendInt(dst, int64(resp.Status), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, http.StatusText(resp.Status)...)
-	dst = append(dst, "\r\n"...)
-	dst = append(dst, resp.Header...)
-	dst = append(dst, "Date: "...)
-	dst = append(dst, sp.dateOf(now)...)
-	if !p.http10 {
-		dst = append(dst, "\r\nConnection: close"...)
-	}
-	dst = append(dst, "\r\n\r\n"...)
-	if p.method != http.MethodHead {
-		dst = append(dst, resp.Body...)
-	}
-	return dst
-}
-
-// dateOf returns now as net/http writes a Date header.
-func (sp *shortPath) dateOf(now time.Time) []byte {
-	if s := now.Unix(); s != sp.dateSecond {
-		sp.date = now.UTC().AppendFormat(sp.date[:0], http.TimeFormat)
-		sp.dateSecond = s
-	}
-	return sp.date
-}
-
-// request is a request the short path answers: a request line and header
-// of the subset parseRequest takes, and what net/http would hold its
-// connection for after the answer (see hold.go).
+// request is what parseRequest takes of a header: what the AnswerFunc
+// routes, and what tells how long net/http would hold the connection
+// after its answer (hold.go).
 type request struct {
 	method   string // one of knownMethods
 	path     []byte // '/' and unreserved bytes, or "*" for OPTIONS
@@ -175,19 +83,19 @@ type request struct {
 	header   int    // the header's length, blank line included
 }
 
-// knownMethods are the methods the short path takes, each as the constant
-// string it hands the AnswerFunc, which must not allocate. net/http treats
-// CONNECT's target and the HTTP/2 preface's PRI specially, and any other
-// token is rare enough to leave to it.
+// knownMethods are the methods parseRequest takes, each as the constant it
+// hands the AnswerFunc, so that nothing allocates. net/http reads
+// CONNECT's target and the HTTP/2 preface (PRI) by rules of their own; any
+// other token is rare enough to leave to it.
 var knownMethods = [...]string{
 	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
 	http.MethodPatch, http.MethodDelete, http.MethodOptions, http.MethodTrace,
 }
 
-// parseRequest reports whether req, the start of what a new connection
-// has sent, holds a whole request header the short path can answer, and
-// returns it. It takes only this subset, each part chosen so that net/http
-// is known to hand the request to the handler unchanged:
+// parseRequest reports whether req, the start of what a connection has
+// sent, holds a whole request header of this subset, and returns it. Each
+// part is chosen so that net/http is known to hand such a request to the
+// handler unchanged:
 //
 //   - A request line of exactly one of knownMethods, a target of a path
 //     made of '/' and RFC 3986's unreserved bytes, starting with '/', with
@@ -222,9 +130,9 @@ var knownMethods = [...]string{
 //
 // What follows the blank line is the body, or a request sent after this
 // one, which net/http never answers with keep-alive off. Being stricter
-// than net/http only costs the request the short path; any looser would
-// risk an answer net/http would not give. The caps on the header's size
-// and lines were checked by the peek.
+// than net/http only sends a request to net/http; any looser would risk
+// an answer net/http would not give (TestShortPathMatchesNetHTTP and
+// FuzzShortPath compare them). The peek has checked the header's caps.
 func parseRequest(req []byte) (request, bool) {
 	var r request
 	line, rest, ok := cutLine(req)
@@ -352,13 +260,12 @@ func cutLine(b []byte) (line, rest []byte, ok bool) {
 func isToken(s []byte) bool { return len(s) > 0 && allIn(s, &tokenBytes) }
 
 // isFieldValue reports whether s holds only printable ASCII, spaces and
-// tabs: net/http also takes bytes of 0x80 and above, the short path does
-// not need to.
+// tabs: net/http also takes bytes of 0x80 and above, which no probe needs.
 func isFieldValue(s []byte) bool { return allIn(s, &fieldValueBytes) }
 
 // isHost reports whether s is a non-empty host of letters, digits and
 // "-.:[]_~%": a name, an IP literal, a port, an IPv6 zone. net/http takes a
-// few more bytes (and an empty Host); the short path does not need to.
+// few more bytes, and an empty Host, which no probe needs.
 func isHost(s []byte) bool { return len(s) > 0 && allIn(s, &hostBytes) }
 
 var (

@@ -5,6 +5,45 @@ import (
 	"time"
 )
 
+// acceptLoop is the goroutine that accepts when there is a room: what the
+// peek settles it settles (reader.settle), what has no whole header or is
+// held after its answer goes to the room, and the rest, with the
+// listener's errors, goes to net/http's Accept.
+func (l *connLimiter) acceptLoop() {
+	defer l.goroutines.Done()
+	r := l.accepting
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			if isOutOfDescriptors(err) {
+				l.outOfDescriptors(err)
+				continue
+			}
+			// net/http decides whether the error is fatal, and closes
+			// the listener if it is, which ends the hand-off.
+			if !l.hand(handed{err: err}) {
+				return
+			}
+			continue
+		}
+		l.counters.Accepted.Add(1)
+		p, n := r.peek(nc)
+		settled, kind, d := r.settle(nc, p, n, true)
+		switch {
+		case settled && kind != holdNone:
+			if !l.room.add(nc, r.calls.fd, kind, d) {
+				_ = nc.Close() // Serve is stopping: nothing to hold it for
+			}
+			continue
+		case settled, (p == peekedIncomplete || p == peekedEmpty) && l.room.add(nc, r.calls.fd, holdNone, drain{}):
+			continue
+		}
+		if !l.hand(handed{nc: nc, p: p}) {
+			return
+		}
+	}
+}
+
 // descriptorRetry is how long Accept, out of descriptors, waits for a
 // connection to queue before it asks accept again, and how long it waits
 // when it holds nothing it could close: the rest of the process holds

@@ -83,45 +83,6 @@ func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
 	return &room{l: l, poller: p, size: size, reader: newReader(answer), byID: make(map[uint64]*waiter)}
 }
 
-// acceptLoop is the goroutine that accepts when there is a room: what the
-// peek settles it settles (reader.settle), what has no whole header or is
-// held after its answer goes to the room, and the rest, with the
-// listener's errors, goes to net/http's Accept.
-func (l *connLimiter) acceptLoop() {
-	defer l.goroutines.Done()
-	r := l.accepting
-	for {
-		nc, err := l.Listener.Accept()
-		if err != nil {
-			if isOutOfDescriptors(err) {
-				l.outOfDescriptors(err)
-				continue
-			}
-			// net/http decides whether the error is fatal, and closes
-			// the listener if it is, which ends the hand-off.
-			if !l.hand(handed{err: err}) {
-				return
-			}
-			continue
-		}
-		l.counters.Accepted.Add(1)
-		p, n := r.peek(nc)
-		settled, kind, d := r.settle(nc, p, n, true)
-		switch {
-		case settled && kind != holdNone:
-			if !l.room.add(nc, r.calls.fd, kind, d) {
-				_ = nc.Close() // Serve is stopping: nothing to hold it for
-			}
-			continue
-		case settled, (p == peekedIncomplete || p == peekedEmpty) && l.room.add(nc, r.calls.fd, holdNone, drain{}):
-			continue
-		}
-		if !l.hand(handed{nc: nc, p: p}) {
-			return
-		}
-	}
-}
-
 // add has nc wait, its header not whole (holdNone), or be held after its
 // answer (kind, d), and reports whether it does; it does not when nc has
 // no descriptor to watch or the room is closed. Full, the room closes the
@@ -285,8 +246,7 @@ func (r *room) expire() {
 	expired := r.expired[:0]
 	for w := r.waiting.front(); w != nil && w.deadline <= now; w = r.waiting.front() {
 		if w.hold == holdDrain && failedDrain == holdLinger {
-			shutWrite(w.nc)
-			r.next(w, holdLinger)
+			r.next(w, endOrHold(w.nc, holdLinger))
 			continue
 		}
 		r.drop(w)

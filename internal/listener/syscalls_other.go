@@ -15,3 +15,11 @@ func newConnCalls() *connCalls { return &connCalls{fd: -1} }
 
 // peek does not look: see connCalls.
 func (*connCalls) peek(net.Conn, []byte) (peeked, int) { return peekedIncomplete, 0 }
+
+// Outside Unix the peek never sees a request, so nothing is answered or
+// refused at accept, and read and write are never called.
+
+func (*connCalls) read([]byte) bool { return false }
+func (*connCalls) write([]byte)     {}
+
+func (*connCalls) readFrom(net.Conn, []byte) (int, bool) { return 0, false }

@@ -69,13 +69,12 @@ func TestShortPathTakesWhatItAnswers(t *testing.T) {
 func TestShortPathCountsOnlyWhatItRead(t *testing.T) {
 	probes := new(fakeProbes)
 	sc, client := probetest.TCPPair(t)
-	calls := newConnCalls()
-	buf := make([]byte, maxRequestBytes)
-	p, _ := calls.peek(sc, buf)
+	r := newReader(probes.answer)
+	p, _ := r.peek(sc)
 	require.Equal(t, peekedEmpty, p)
-	n := copy(buf, probeRequest) // as if peeked
+	n := copy(r.buf, probeRequest) // as if peeked
 
-	settled, _, _ := newShortPath(probes.answer).answer(calls, sc, buf, n, false)
+	settled, _, _ := r.answer(sc, n, false)
 	assert.True(t, settled, "taken, and closed")
 	assert.Zero(t, probes.answered())
 	_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))

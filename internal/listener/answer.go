@@ -1,0 +1,214 @@
+package listener
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// A reader is what a goroutine that takes connections in (the accepting
+// one, the room's) uses to look at them and answer them without net/http:
+// its system calls, its peek buffer and the answer's buffers. Each such
+// goroutine has its own, so none needs a lock.
+//
+// Why answer here: the kernel's accept queue is first in, first out, and a
+// local client that keeps it full of requests, each on a fresh connection,
+// makes the kubelet's probe wait behind all of them. Through net/http each
+// costs a goroutine, buffers and a map of every header line before it is
+// answered; here a parse of the peeked bytes, a table lookup, a read, a
+// write and a close, in reused buffers, so the queue drains at the
+// kernel's pace. The answer is net/http's, byte for byte but the Date
+// value, and counted alike, so nothing tells who wrote it.
+type reader struct {
+	calls *connCalls
+	buf   []byte     // the peek's, maxRequestBytes long
+	route AnswerFunc // nil: nothing is answered here
+	out   []byte     // the answer being written
+	// date is the Date value of the second dateSecond, formatted once a
+	// second, not once an answer.
+	date       []byte
+	dateSecond int64
+}
+
+func newReader(route AnswerFunc) *reader {
+	return &reader{
+		calls:      newConnCalls(),
+		buf:        make([]byte, maxRequestBytes),
+		route:      route,
+		out:        make([]byte, 0, 1024),
+		date:       make([]byte, 0, len(http.TimeFormat)),
+		dateSecond: -1 << 63,
+	}
+}
+
+// peek looks at what has arrived on nc so far, without consuming it (see
+// connCalls.peek).
+func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf) }
+
+// settle deals with nc by what its peek p, of n bytes, found, and reports
+// whether it did, or nc is still to be served: a header over the caps is
+// refused, a connection whose client has gone is closed, and a whole
+// request parseRequest takes is answered. What the answer leaves to hold
+// (hold.go) is returned for the room to keep; with no room (canHold
+// false), nothing that would need holding is settled. It must follow r's
+// peek of nc.
+func (r *reader) settle(nc net.Conn, p peeked, n int, canHold bool) (bool, holdKind, drain) {
+	switch {
+	case p == peekedOversized:
+		return true, r.refuse(nc, n, canHold), drain{}
+	case p == peekedClosed:
+		_ = nc.Close()
+	case p == peekedComplete && r.route != nil:
+		return r.answer(nc, n, canHold)
+	default:
+		return false, holdNone, drain{}
+	}
+	return true, holdNone, drain{}
+}
+
+// answer answers nc, if its first n bytes, in r.buf, are a request
+// parseRequest takes, and returns false, having done nothing, if not, or
+// if the answer would leave nc to hold and canHold is false.
+//
+// The request is read before the answer is written, because Linux answers
+// a close with unread bytes in the receive queue by a reset, which can
+// destroy the answer before the client reads it; read, the close sends a
+// FIN behind the answer, as net/http's does, which has read them into its
+// buffer. They are bytes the peek saw, already queued, so the read returns
+// at once; should it not return them all, the connection is broken, and
+// is closed unanswered and uncounted, as net/http counts a request only
+// once read. The answer, under 1 KiB into an empty send buffer, is written
+// with one write that never waits: what the buffer does not take is
+// dropped, as net/http's write timeout would end it.
+func (r *reader) answer(nc net.Conn, n int, canHold bool) (bool, holdKind, drain) {
+	answer, counter, req, ok := r.respond(r.buf[:n])
+	if !ok {
+		return false, holdNone, drain{}
+	}
+	kind, d := holdFor(&req, r.buf[req.header:n])
+	if kind != holdNone && !canHold {
+		return false, holdNone, drain{}
+	}
+	if !r.calls.read(r.buf[:n]) {
+		kind = holdNone
+	} else {
+		counter.Add(1) // as the handler counts, between the read and the write
+		r.calls.write(answer)
+	}
+	return true, endOrHold(nc, kind), d
+}
+
+// respond returns the answer to the request in req, the counter the
+// handler would count it in, and the request, if parseRequest takes it
+// and the AnswerFunc answers it. The answer is valid until the next call.
+func (r *reader) respond(b []byte) ([]byte, *atomic.Uint64, request, bool) {
+	req, ok := parseRequest(b)
+	if !ok {
+		return nil, nil, req, false
+	}
+	resp, counter := r.route(req.method, req.path, req.rawQuery)
+	if resp == nil {
+		return nil, nil, req, false
+	}
+	r.out = r.appendAnswer(r.out[:0], &req, resp, time.Now())
+	return r.out, counter, req, true
+}
+
+// appendAnswer appends resp, the answer to req, as net/http writes it: the
+// status line in the request's version, the handler's header lines, the
+// Date net/http adds, "Connection: close" for HTTP/1.1 only (keep-alive is
+// off, which to an HTTP/1.0 client needs no saying), a blank line, and the
+// body unless the method is HEAD, whose answer keeps the Content-Length.
+func (r *reader) appendAnswer(dst []byte, req *request, resp *Response, now time.Time) []byte {
+	if req.http10 {
+		dst = append(dst, "HTTP/1.0 "...)
+	} else {
+		dst = append(dst, "HTTP/1.1 "...)
+	}
+	dst = strconv.AppendInt(dst, int64(resp.Status), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, http.StatusText(resp.Status)...)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, resp.Header...)
+	dst = append(dst, "Date: "...)
+	dst = append(dst, r.dateOf(now)...)
+	if !req.http10 {
+		dst = append(dst, "\r\nConnection: close"...)
+	}
+	dst = append(dst, "\r\n\r\n"...)
+	if req.method != http.MethodHead {
+		dst = append(dst, resp.Body...)
+	}
+	return dst
+}
+
+// dateOf returns now as net/http writes a Date header.
+func (r *reader) dateOf(now time.Time) []byte {
+	if s := now.Unix(); s != r.dateSecond {
+		r.date = now.UTC().AppendFormat(r.date[:0], http.TimeFormat)
+		r.dateSecond = s
+	}
+	return r.date
+}
+
+// response431 is the answer net/http gives an oversized header, byte for
+// byte (TestResponse431IsNetHTTPs compares the two).
+const response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
+
+var response431Bytes = []byte(response431)
+
+// refuse answers a header over the caps, its first n bytes in r.buf, as
+// net/http would, and then holds it as net/http does (hold.go), where
+// canHold; else closes it.
+func (r *reader) refuse(nc net.Conn, n int, canHold bool) holdKind {
+	r.calls.read(r.buf[:n])
+	r.calls.write(response431Bytes)
+	if !canHold {
+		return endOrHold(nc, holdNone)
+	}
+	return endOrHold(nc, holdLinger)
+}
+
+// drain reads and discards what has arrived of the body of nc, held after
+// its answer, and returns what follows (hold.go). failed says the poller
+// saw the connection fail.
+func (r *reader) drain(nc net.Conn, d *drain, failed bool) holdKind {
+	kind := holdDrain
+	for kind == holdDrain {
+		n, ok := r.calls.readFrom(nc, r.buf)
+		switch {
+		case failed || !ok:
+			kind = failedDrain // the client's FIN, or a reset
+		case n == 0:
+			return holdDrain // nothing more yet
+		default:
+			kind = d.consume(r.buf[:n])
+		}
+	}
+	return endOrHold(nc, kind)
+}
+
+// discard reads what nc's client has sent, up to the peek's buffer, so
+// that its close at the header timeout is a FIN, as net/http's is, not a
+// reset over the unread bytes (see answer).
+func (r *reader) discard(nc net.Conn) {
+	if _, n := r.peek(nc); n > 0 {
+		r.calls.read(r.buf[:n])
+	}
+}
+
+// endOrHold closes nc for holdNone, or for holdLinger shuts its sending
+// side, as net/http does before its linger, and returns kind.
+func endOrHold(nc net.Conn, kind holdKind) holdKind {
+	switch kind {
+	case holdNone:
+		_ = nc.Close()
+	case holdLinger:
+		if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+	}
+	return kind
+}
