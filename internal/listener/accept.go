@@ -28,7 +28,7 @@ func (l *connLimiter) acceptLoop() {
 		}
 		l.counters.Accepted.Add(1)
 		p, n := r.peek(nc)
-		settled, kind, d := r.settle(nc, p, n, true)
+		settled, kind, d := r.settle(nc, p, n)
 		switch {
 		case settled && kind != holdNone:
 			if !l.room.add(nc, r.calls.fd, kind, d) {

@@ -51,17 +51,16 @@ func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf
 // whether it did, or nc is still to be served: a header over the caps is
 // refused, a connection whose client has gone is closed, and a whole
 // request parseRequest takes is answered. What the answer leaves to hold
-// (hold.go) is returned for the room to keep; with no room (canHold
-// false), nothing that would need holding is settled. It must follow r's
-// peek of nc.
-func (r *reader) settle(nc net.Conn, p peeked, n int, canHold bool) (bool, holdKind, drain) {
+// (hold.go) is returned for the room to keep. It must follow r's peek of
+// nc.
+func (r *reader) settle(nc net.Conn, p peeked, n int) (bool, holdKind, drain) {
 	switch {
 	case p == peekedOversized:
-		return true, r.refuse(nc, n, canHold), drain{}
+		return true, r.refuse(nc, n), drain{}
 	case p == peekedClosed:
 		_ = nc.Close()
 	case p == peekedComplete && r.route != nil:
-		return r.answer(nc, n, canHold)
+		return r.answer(nc, n)
 	default:
 		return false, holdNone, drain{}
 	}
@@ -69,8 +68,7 @@ func (r *reader) settle(nc net.Conn, p peeked, n int, canHold bool) (bool, holdK
 }
 
 // answer answers nc, if its first n bytes, in r.buf, are a request
-// parseRequest takes, and returns false, having done nothing, if not, or
-// if the answer would leave nc to hold and canHold is false.
+// parseRequest takes, and returns false, having done nothing, if not.
 //
 // The request is read before the answer is written, because Linux answers
 // a close with unread bytes in the receive queue by a reset, which can
@@ -82,15 +80,12 @@ func (r *reader) settle(nc net.Conn, p peeked, n int, canHold bool) (bool, holdK
 // once read. The answer, under 1 KiB into an empty send buffer, is written
 // with one write that never waits: what the buffer does not take is
 // dropped, as net/http's write timeout would end it.
-func (r *reader) answer(nc net.Conn, n int, canHold bool) (bool, holdKind, drain) {
+func (r *reader) answer(nc net.Conn, n int) (bool, holdKind, drain) {
 	answer, counter, req, ok := r.respond(r.buf[:n])
 	if !ok {
 		return false, holdNone, drain{}
 	}
 	kind, d := holdFor(&req, r.buf[req.header:n])
-	if kind != holdNone && !canHold {
-		return false, holdNone, drain{}
-	}
 	if !r.calls.read(r.buf[:n]) {
 		kind = holdNone
 	} else {
@@ -160,14 +155,10 @@ const response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Typ
 var response431Bytes = []byte(response431)
 
 // refuse answers a header over the caps, its first n bytes in r.buf, as
-// net/http would, and then holds it as net/http does (hold.go), where
-// canHold; else closes it.
-func (r *reader) refuse(nc net.Conn, n int, canHold bool) holdKind {
+// net/http would, and lingers as net/http does (hold.go).
+func (r *reader) refuse(nc net.Conn, n int) holdKind {
 	r.calls.read(r.buf[:n])
 	r.calls.write(response431Bytes)
-	if !canHold {
-		return endOrHold(nc, holdNone)
-	}
 	return endOrHold(nc, holdLinger)
 }
 

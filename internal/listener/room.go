@@ -202,7 +202,7 @@ func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	if (p == peekedEmpty || p == peekedIncomplete) && !ev.hangup {
 		return false, p
 	}
-	settled, kind, d := r.reader.settle(w.nc, p, n, true)
+	settled, kind, d := r.reader.settle(w.nc, p, n)
 	if !settled {
 		r.drop(w)
 		if ev.hangup && p == peekedIncomplete {

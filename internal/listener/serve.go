@@ -1,41 +1,29 @@
 // Package listener is how bytes reach the probe handler: a listener that
 // no local process can use to cost the kubelet its probe, or the agent
-// its CPU, memory or descriptors.
+// its CPU, memory or descriptors. Anything that can reach the port can use
+// it, and a liveness probe that fails restarts the agent, whose restart
+// tears its data plane down; so every resource a connection holds is
+// bounded, and a flood costs the agent no more than a plain net/http
+// server.
 //
-// Anything that can reach the port can use it. A liveness probe that
-// fails restarts the agent, and the restart runs its drain path, which
-// tears the data plane down; so every resource a connection can hold is
-// bounded, and a flood must cost the agent no more than it costs a plain
-// net/http server. The design, in the order a connection meets it:
+// On Linux a probe takes one route, and each file says why its step is as
+// it is:
 //
-//   - Accept is deferred (TCP_DEFER_ACCEPT on Linux): a client that sends
-//     nothing waits in the kernel, about 31 s, at no cost to the process.
-//   - Each accepted connection is peeked at (MSG_PEEK), without consuming
-//     its bytes. A header over 4 KiB or 64 lines is refused with
-//     net/http's 431; a client already gone is closed; a whole plain probe
-//     is answered there and then by the short path, with the bytes
-//     net/http would write, so a queue of complete requests drains at the
-//     kernel's pace.
-//   - On Linux, a connection whose header is not yet whole waits in the
-//     waiting room: an edge-triggered epoll set of the package's own,
-//     with no goroutine or buffer per connection, until its header is
-//     whole, its client goes, 2 s pass since its accept (closed, as
-//     net/http's ReadHeaderTimeout would), or room is needed (the one
-//     that waited longest is closed: an eviction). Evicting from
-//     goroutines instead turned a flood into a reconnect storm that cost
-//     many times a plain server's CPU (SPEC v4).
-//   - net/http gets the rest, in at most 256 slots (a quarter of the
-//     soft descriptor limit), each counted until its goroutine ends. On
-//     Linux they hold whole headers, and partial ones whose client shut
-//     its side, answered in microseconds (but what the room cannot hold:
-//     see connLimiter); elsewhere they also hold what waits, and the one
-//     that has waited longest without a request is evicted to make room. The guards
-//     (guards.go) stop what net/http itself would hold on to: OPTIONS *,
-//     bodies, the linger after a refusal, Expect, header lines.
-//   - Out of descriptors, Accept makes room at once rather than back off.
+//   - accept.go accepts, with accept deferred until the first bytes
+//     arrive (deferaccept_linux.go), and peeks at them (MSG_PEEK);
+//   - room.go keeps a connection whose header is not yet whole, with no
+//     goroutine or buffer of its own, until it is, its client goes, 2 s
+//     pass, or room is needed;
+//   - request.go parses the header;
+//   - answer.go writes the answer net/http would write, byte for byte;
+//   - hold.go holds the connection after its answer as long as net/http
+//     would, in the room, then closes it.
 //
-// Nothing here waits for a log sink: every line goes to the caller's
-// LogFunc, at most once a minute per kind.
+// net/http, behind a bound on its connections with eviction (slots.go) and
+// guards against its own holds (guards.go), gets only the requests
+// request.go does not parse, malformed ones whose exact refusal is
+// net/http's to write; outside Linux, where there is no room, it gets
+// every connection.
 package listener
 
 import (
@@ -51,23 +39,17 @@ import (
 	"time"
 )
 
-// The bounds of what a connection may hold. Each is far above what a probe
-// needs (one small request, sent at once, one small answer).
+// The bounds of what a connection may hold, far above a probe's needs.
 const (
-	// headerTimeout bounds a request header's arrival, from accept: the
-	// kubelet sends its request at once and gives up after its own
-	// timeout (1 s by default), so longer only helps a slowloris client.
-	// It is net/http's ReadHeaderTimeout too, and ReadTimeout: Serve reads
-	// no body.
+	// headerTimeout bounds a request's arrival, from accept: the kubelet
+	// sends at once and gives up after 1 s by default, so longer only
+	// helps a slowloris client. It is net/http's ReadHeaderTimeout and
+	// ReadTimeout, so also where a plain server stops reading a body.
 	headerTimeout = 2 * time.Second
-	// writeTimeout bounds the answer, a few hundred bytes, against a
-	// client that does not read; idleTimeout backs up keep-alive's being
-	// off.
+	// writeTimeout bounds the answer against a client that does not read.
 	writeTimeout = 2 * time.Second
 	idleTimeout  = 2 * time.Second
-	// maxHeaderBytes is net/http's MaxHeaderBytes. net/http reads up to
-	// 4 KiB more before it gives up; the connection stops it earlier, at
-	// maxRequestBytes, which says why.
+	// maxHeaderBytes is net/http's MaxHeaderBytes; see maxRequestBytes.
 	maxHeaderBytes = 4 << 10
 	// shutdownBound is how long Serve waits, once ctx is done, for
 	// requests in flight before it closes every connection.

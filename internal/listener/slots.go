@@ -150,10 +150,10 @@ func newConnLimiter(ln net.Listener, limit int, opts Options) *connLimiter {
 	return l
 }
 
-// Accept returns the next connection for net/http. With a waiting room it
-// takes what the room's and the accepting goroutines hand on; without
-// one, it accepts, and deals with what the peek finds as they do (see
-// reader.settle).
+// Accept returns the next connection for net/http: with a room, what the
+// room's and the accepting goroutines hand on; without one, every
+// connection, accepted here, and peeked at so that one whose request is
+// already whole is never evicted before net/http has read it.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
 		if err := l.makeRoom(); err != nil {
@@ -179,10 +179,10 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			continue
 		}
 		l.counters.Accepted.Add(1)
-		p, n := l.accepting.peek(nc)
-		if settled, _, _ := l.accepting.settle(nc, p, n, false); !settled {
+		if p, _ := l.accepting.peek(nc); p != peekedClosed {
 			return l.admit(nc, p), nil
 		}
+		_ = nc.Close()
 	}
 }
 

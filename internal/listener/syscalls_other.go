@@ -5,8 +5,8 @@ package listener
 import "net"
 
 // connCalls does nothing outside Unix, whose sockets API alone lets it
-// read without consuming: a connection counts as answering once net/http
-// has read its request.
+// read without consuming: there net/http reads every connection, which
+// counts as answering once net/http has read its request.
 type connCalls struct {
 	fd int32 // always -1: there is no waiting room outside Linux
 }
@@ -15,9 +15,6 @@ func newConnCalls() *connCalls { return &connCalls{fd: -1} }
 
 // peek does not look: see connCalls.
 func (*connCalls) peek(net.Conn, []byte) (peeked, int) { return peekedIncomplete, 0 }
-
-// Outside Unix the peek never sees a request, so nothing is answered or
-// refused at accept, and read and write are never called.
 
 func (*connCalls) read([]byte) bool { return false }
 func (*connCalls) write([]byte)     {}

@@ -65,7 +65,7 @@ func TestAcceptCallsAllocate(t *testing.T) {
 	next = 0 // the same connections: the peek consumed nothing
 	answerAllocs := testing.AllocsPerRun(runs, func() {
 		_, n := calls.peek(conns[next], buf)
-		settled, _, _ := r.answer(conns[next], n, false)
+		settled, _, _ := r.answer(conns[next], n)
 		require.True(t, settled)
 		next++
 	})
