@@ -28,14 +28,15 @@ func roomSize(soft uint64, limit int) int {
 // A room holds accepted connections without a goroutine or a buffer
 // each: those whose request header has not arrived whole, and those
 // answered that net/http would still hold (hold.go). Their bytes stay in
-// the kernel's receive buffer, and an edge-triggered epoll set of the
-// room's own (poller) reports each arrival, on which the room's goroutine
-// peeks again, or reads and discards a body. A connection leaves once its
-// header is whole (answered, or handed to net/http), once its client has
-// gone, once headerTimeout has passed since its accept (closed, as
-// net/http's ReadHeaderTimeout and ReadTimeout would), once its hold ends,
-// or, when the room is full and one more arrives, when it has waited
-// longest (closed: an eviction).
+// the kernel's receive buffer, and the room's epoll set (poller) reports
+// each arrival, on which the room's goroutine peeks again, or drains a
+// body. A connection leaves once its header is whole (answered, or handed
+// to net/http), its client has gone, headerTimeout has passed since its
+// accept (closed, as net/http's read deadline would), its hold ends, or,
+// the room being full, it is the oldest (closed: an eviction). Holding
+// instead of evicting is what keeps a flood from turning into a reconnect
+// storm: evicted from goroutines, one cost many times a plain server's
+// CPU (SPEC v4).
 type room struct {
 	l      *connLimiter
 	poller *poller
@@ -341,16 +342,16 @@ func (r *room) release() (all []*waiter, first bool) {
 }
 
 // fail gives up the room after its poller failed, which no client can
-// make it do. What waits goes to the slots, as a connection without a
-// whole header does where there is no room, rather than being closed:
-// a probe among them is still answered. It logs once.
+// make it do, and logs it once. What awaits a header goes to net/http, as
+// it does where there is no room, rather than being closed: a probe among
+// them is still answered; what was answered is closed.
 func (r *room) fail(err error) {
 	all, first := r.release()
 	if first {
 		r.l.log(slog.LevelError, "health: the waiting room failed; connections without a whole request will wait in connection slots, evicted under a flood", "err", err)
 	}
 	for i, w := range all {
-		if w.hold != holdNone { // answered already
+		if w.hold != holdNone {
 			_ = w.nc.Close()
 			continue
 		}
