@@ -80,8 +80,7 @@ const (
 	pipelined = 4
 )
 
-// bigHeaderGet is a GET /healthz with a header past any cap: bigheader's
-// request, and getbigheader's.
+// bigHeaderGet is a GET /healthz with a header past any cap.
 var bigHeaderGet = partialGet + "X-Big: " + strings.Repeat("a", bigHeader) + "\r\n\r\n"
 
 // tlsClientHello is a minimal, well-formed TLS 1.2 ClientHello record:
@@ -119,11 +118,10 @@ var clients = []Client{
 	{Name: "noread", Help: "a complete GET, its answer left unread for 3 s (past the write timeout)", Request: partialGet + "\r\n", Then: LeaveUnread},
 	// GET /healthz, a probe's own request line, with one thing a probe
 	// never sends: a body awaited, trickled or declared huge, or a header
-	// past the cap. getbigheader's request is bigheader's.
+	// past the cap (bigheader's, already a GET /healthz).
 	{Name: "getexpect", Help: "GET /healthz with Expect: 100-continue declaring Content-Length: 1000, the body never sent", Request: partialGet + "Content-Length: 1000\r\nExpect: 100-continue\r\n\r\n", Lingers: true},
 	{Name: "gettrickle", Help: "GET /healthz with a chunked body trickled, a 1-byte chunk a second, never ended", Request: partialGet + "Transfer-Encoding: chunked\r\n\r\n", Then: TrickleChunks, Lingers: true},
 	{Name: "gethugebody", Help: "GET /healthz declaring Content-Length: 1099511627776 (1 TiB), the body never sent", Request: partialGet + "Content-Length: 1099511627776\r\n\r\n", Lingers: true},
-	{Name: "getbigheader", Help: "GET /healthz with a 12 KiB header, so net/http answers 431", Request: bigHeaderGet, Lingers: true},
 }
 
 // Clients returns every kind of hostile client, in a fixed order.
