@@ -99,7 +99,7 @@ func TestShortPathClosesCleanly(t *testing.T) {
 		answer, err := io.ReadAll(c)
 		require.NoError(t, err, "EOF, not a reset")
 		assert.True(t, strings.HasPrefix(string(answer), "HTTP/1.1 200 OK\r\n"), "%q", answer)
-		assert.True(t, strings.HasSuffix(string(answer), "\r\n\r\n"+string(fakeVerbose.resp.Body)), "%q", answer)
+		assert.True(t, strings.HasSuffix(string(answer), "\r\n\r\n"+string(fakeOK.resp.Body)), "%q", answer)
 		_ = c.Close()
 	}
 }

@@ -25,9 +25,12 @@ import (
 // to end everything it starts.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeProbes stands in for the root's handler: fixed answers for /healthz
-// and /readyz, counted, written alike by its ServeHTTP (through net/http)
-// and its answer (the short path), as the root's are.
+// fakeProbes is these tests' handler: a fixed answer for /healthz, one
+// for /readyz (ready or not), and one for any other path, counted by
+// path, written alike by ServeHTTP (through net/http) and answer (without
+// it). It routes by path alone, never by method or query: what the tests
+// here check is the listener's part, answering what the handler would;
+// the root's tests hold its own handler and routing.
 type fakeProbes struct {
 	ready atomic.Bool
 	// Answers counted, by path: /healthz, /readyz, anything else.
@@ -58,34 +61,24 @@ func newFakeAnswer(status int, body string) *fakeAnswer {
 var (
 	fakeOK        = newFakeAnswer(http.StatusOK, "ok\n")
 	fakeNotReady  = newFakeAnswer(http.StatusServiceUnavailable, "not ready: registration pending\n")
-	fakeVerbose   = newFakeAnswer(http.StatusOK, "[+]registration ok\nreadyz check passed\n")
 	fakeNotFound  = newFakeAnswer(http.StatusNotFound, "404 page not found\n")
-	fakeNotMethod = newFakeAnswer(http.StatusMethodNotAllowed, "Method Not Allowed\n")
 )
 
-// route is the one router of both forms, as the root's is.
-func (p *fakeProbes) route(method, path, rawQuery string) (*fakeAnswer, *atomic.Uint64) {
-	a, counter := fakeNotFound, &p.other
-	switch path {
-	case "/healthz":
-		a, counter = fakeOK, &p.liveness
-	case "/readyz":
-		a, counter = fakeNotReady, &p.readiness
-		if p.ready.Load() {
-			a = fakeOK
-			if strings.Contains(rawQuery, "verbose") {
-				a = fakeVerbose
-			}
-		}
+// route is the one router of both forms.
+func (p *fakeProbes) route(path string) (*fakeAnswer, *atomic.Uint64) {
+	switch {
+	case path == "/healthz":
+		return fakeOK, &p.liveness
+	case path == "/readyz" && p.ready.Load():
+		return fakeOK, &p.readiness
+	case path == "/readyz":
+		return fakeNotReady, &p.readiness
 	}
-	if a != fakeNotFound && method != http.MethodGet && method != http.MethodHead {
-		a, counter = fakeNotMethod, &p.other
-	}
-	return a, counter
+	return fakeNotFound, &p.other
 }
 
-func (p *fakeProbes) answer(method string, path, rawQuery []byte) (*Response, *atomic.Uint64) {
-	a, counter := p.route(method, string(path), string(rawQuery)) // on the stack: route keeps nothing
+func (p *fakeProbes) answer(_ string, path, _ []byte) (*Response, *atomic.Uint64) {
+	a, counter := p.route(string(path)) // on the stack: route keeps nothing
 	return &a.resp, counter
 }
 
@@ -94,7 +87,7 @@ func (p *fakeProbes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = ""
 	}
-	a, counter := p.route(r.Method, path, r.URL.RawQuery)
+	a, counter := p.route(path)
 	counter.Add(1)
 	for k, v := range a.header {
 		w.Header()[k] = v

@@ -46,15 +46,15 @@ const (
 // connLimiter is the net.Listener Serve gives net/http. It holds at most
 // limit connections in net/http's slots, each counted until the goroutine
 // serving it has ended, so the bound holds for goroutines and memory as
-// well as sockets. Where a waiting room works (Linux), a connection reaches
-// the slots once its request header is whole or its client has sent all
-// it will; only a connection the room cannot hold (one without a
-// descriptor, or every one after the room's poller failed) arrives still
-// waiting. Such a waiting slot, and elsewhere every slot not yet answered,
-// makes room before Accept takes another: the one that has waited longest
-// without a request is closed, never a newcomer and never one being
-// answered, since a bound that refused newcomers would let a few hundred
-// silent clients lock the kubelet out.
+// well as sockets. With a room (Linux), a connection reaches the slots
+// with a whole header request.go does not parse, a partial one whose
+// client has sent all it will, or an urgent byte in its header; only one
+// the room cannot hold (without a descriptor, or after its poller failed)
+// arrives still waiting. Such a waiting slot, and without a room every
+// slot not yet answered, makes room before Accept takes another: the one
+// that has waited longest without a request is closed, never a newcomer
+// and never one being answered, since a bound that refused newcomers
+// would let a few hundred silent clients lock the kubelet out.
 type connLimiter struct {
 	net.Listener
 	log      LogFunc
@@ -66,8 +66,8 @@ type connLimiter struct {
 	reserve int
 	// accepting serves the goroutine that calls the listener's Accept.
 	accepting *reader
-	// room is where connections wait for a whole header; nil where
-	// there is none, and Accept does the accepting itself.
+	// room holds connections without goroutines; nil where there is
+	// none, and Accept does the accepting itself.
 	room *room
 	// handoff carries, when there is a room, what the accepting and the
 	// room's goroutines hand to net/http: a connection and its peek, or
@@ -90,16 +90,12 @@ type connLimiter struct {
 }
 
 // handoffQueue is how many connections the accepting and the room's
-// goroutines may have handed on before net/http's Accept takes them.
-// Under a flood of whole requests for net/http that hold their slots
-// (OPTIONS *, bodies never sent), the goroutine that calls Accept waits
-// its turn to run behind the connections' own; unqueued, the accepting
-// goroutine waited with it, and so did every plain probe behind it, which
-// it would have answered on arrival.
-//
-// A queued connection holds a descriptor outside the slots' bound, so the
-// queue is at most a quarter of the slots, and the room is sized beside
-// both: at low descriptor limits 64 would be most of the budget.
+// goroutines may have handed on before net/http's Accept takes them: under
+// a flood of requests for net/http, the goroutine that calls Accept waits
+// its turn to run behind the connections' own, and unqueued, the
+// accepting goroutine, and every probe it would answer, waited with it. A
+// queued connection holds a descriptor outside the slots' bound, so the
+// queue is at most a quarter of the slots.
 const handoffQueue = 64
 
 // queueFor is the hand-off queue's length beside limit slots.
