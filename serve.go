@@ -67,7 +67,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // serve is Serve on a non-nil ln.
 func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	addr, limit := ln.Addr().String(), listener.DefaultLimit()
-	s.logAsync(slog.LevelInfo, "health: serving probes", "addr", addr, "max_conns", limit)
+	s.logAsync(slog.LevelInfo, "health: serving probes", "addr", addr, "limit", limit)
 	err := listener.Serve(ctx, ln, listener.Options{
 		Handler:  s.Handler(),
 		Answer:   s.routePlain,

@@ -50,7 +50,7 @@ func TestServeOverTCP(t *testing.T) {
 	// One line when Serve starts, naming the address, and one when it
 	// has stopped; none per request.
 	limit := listener.DefaultLimit()
-	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: serving probes" addr=%s max_conns=%d`, addr, limit)), logs.String())
+	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: serving probes" addr=%s limit=%d`, addr, limit)), logs.String())
 	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: stopped serving probes" addr=%s`, addr)), logs.String())
 	assert.Equal(t, 2, logs.count("serving probes"))
 }

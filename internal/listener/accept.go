@@ -69,7 +69,7 @@ func (l *connLimiter) outOfDescriptors(err error) {
 	if !queued {
 		return
 	}
-	if l.room != nil && l.room.evictOldest() {
+	if l.room != nil && l.room.closeOldest() {
 		return
 	}
 	l.mu.Lock()

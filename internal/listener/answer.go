@@ -163,7 +163,7 @@ func (r *reader) refuse(nc net.Conn, n int) holdKind {
 }
 
 // drain reads and discards what has arrived of the body of nc, held after
-// its answer, and returns what follows (hold.go). failed says the poller
+// its answer, and returns what follows (hold.go). failed says the epoll set
 // saw the connection fail.
 func (r *reader) drain(nc net.Conn, d *drain, failed bool) holdKind {
 	kind := holdDrain

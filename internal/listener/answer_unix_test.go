@@ -87,7 +87,7 @@ func TestShortPathCountsOnlyWhatItRead(t *testing.T) {
 // TestRefuseNeverWaits refuses a connection whose client keeps its
 // receive window shut, its send buffer already full: Accept calls refuse,
 // so it must return at once, dropping the 431, rather than wait for the
-// client to read. A write through net's poller would wait for as long as
+// client to read. A write through net's netpoller would wait for as long as
 // the client does; the bound here only has to be longer than the
 // scheduling noise of a loaded machine.
 func TestRefuseNeverWaits(t *testing.T) {

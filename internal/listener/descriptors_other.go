@@ -3,7 +3,7 @@
 package listener
 
 // softDescriptorLimit is 0, unknown, where there is no RLIMIT_NOFILE: the
-// bound is then maxConns.
+// bound is then maxLimit.
 func softDescriptorLimit() uint64 { return 0 }
 
 // isAddressInUse reports false: without Unix's or Windows's error numbers

@@ -14,7 +14,7 @@ const (
 )
 
 // softDescriptorLimit is 0, unknown: Windows has no RLIMIT_NOFILE, so the
-// bound is maxConns.
+// bound is maxLimit.
 func softDescriptorLimit() uint64 { return 0 }
 
 // isAddressInUse reports whether a bind failed because the port is taken.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// poller is the waiting room's epoll set. The set's own descriptor is
+// epollSet is the waiting room's epoll set. The set's own descriptor is
 // registered with the runtime's netpoller, so the room's goroutine waits
 // in the runtime, as a read does, rather than in a system call of its
 // own; its read deadline is the room's next header deadline.
@@ -16,7 +16,7 @@ import (
 // The set is edge-triggered: a peek leaves the bytes it looked at in the
 // receive buffer, so a level-triggered set would report the socket again
 // at once, for ever, and spin.
-type poller struct {
+type epollSet struct {
 	file   *os.File // the epoll descriptor, in the netpoller
 	rc     syscall.RawConn
 	events []syscall.EpollEvent
@@ -26,7 +26,7 @@ type poller struct {
 	waitFn func(fd uintptr) bool
 }
 
-// readyEvent is the poller's report of one connection: its id, whether
+// readyEvent is the epoll set's report of one connection: its id, whether
 // its client has shut its sending side (a FIN), and whether the
 // connection has failed (a reset), after which there is no one to answer.
 type readyEvent struct {
@@ -41,7 +41,7 @@ const epollET = 1 << 31
 // eventsPerWait bounds one wait's reports; more are read by the next.
 const eventsPerWait = 128
 
-func newPoller() (*poller, error) {
+func newEpollSet() (*epollSet, error) {
 	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -62,14 +62,14 @@ func newPoller() (*poller, error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("epoll descriptor: %w", err)
 	}
-	p := &poller{file: f, rc: rc, events: make([]syscall.EpollEvent, eventsPerWait), ready: make([]readyEvent, 0, eventsPerWait)}
+	p := &epollSet{file: f, rc: rc, events: make([]syscall.EpollEvent, eventsPerWait), ready: make([]readyEvent, 0, eventsPerWait)}
 	p.waitFn = p.epollWait
 	return p, nil
 }
 
 // watch adds the socket fd to the set, reported by id: when bytes arrive,
 // when its client shuts its side, when it fails.
-func (p *poller) watch(fd int32, id uint64) error {
+func (p *epollSet) watch(fd int32, id uint64) error {
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET}
 	putID(&ev, id)
 	return p.control(syscall.EPOLL_CTL_ADD, fd, &ev)
@@ -77,11 +77,11 @@ func (p *poller) watch(fd int32, id uint64) error {
 
 // unwatch removes fd from the set, before net/http reads it: the room
 // must not peek at a connection that is no longer its own.
-func (p *poller) unwatch(fd int32) {
+func (p *epollSet) unwatch(fd int32) {
 	_ = p.control(syscall.EPOLL_CTL_DEL, fd, nil)
 }
 
-func (p *poller) control(op int, fd int32, ev *syscall.EpollEvent) error {
+func (p *epollSet) control(op int, fd int32, ev *syscall.EpollEvent) error {
 	var err error
 	if cerr := p.rc.Control(func(epfd uintptr) {
 		err = syscall.EpollCtl(int(epfd), op, int(fd), ev)
@@ -93,9 +93,9 @@ func (p *poller) control(op int, fd int32, ev *syscall.EpollEvent) error {
 
 // wait returns the connections reported since the last wait, waiting in
 // the netpoller for one if there is none. Past the deadline it returns
-// os.ErrDeadlineExceeded; once the poller is closed, an error. The slice
-// is the poller's, valid until the next wait.
-func (p *poller) wait() ([]readyEvent, error) {
+// os.ErrDeadlineExceeded; once the epollSet is closed, an error. The slice
+// is the epoll set's, valid until the next wait.
+func (p *epollSet) wait() ([]readyEvent, error) {
 	err := p.rc.Read(p.waitFn)
 	n := p.n
 	if err == nil {
@@ -119,7 +119,7 @@ func (p *poller) wait() ([]readyEvent, error) {
 // epollWait is wait's callback. It never blocks in the kernel: with
 // nothing to report it returns false, and the runtime waits for the set
 // to become readable, or for the deadline.
-func (p *poller) epollWait(epfd uintptr) bool {
+func (p *epollSet) epollWait(epfd uintptr) bool {
 	for {
 		n, err := syscall.EpollWait(int(epfd), p.events, 0)
 		if errors.Is(err, syscall.EINTR) {
@@ -133,7 +133,7 @@ func (p *poller) epollWait(epfd uintptr) bool {
 // setDeadline makes wait return at deadline, as MonotonicNow reads it,
 // or never for 0. The time is on MonotonicNow's own clock, so that once
 // wait returns, MonotonicNow has reached it.
-func (p *poller) setDeadline(deadline int64) {
+func (p *epollSet) setDeadline(deadline int64) {
 	var t time.Time
 	if deadline != 0 {
 		t = monotonicBase.Add(time.Duration(deadline - 1))
@@ -142,7 +142,7 @@ func (p *poller) setDeadline(deadline int64) {
 }
 
 // close closes the set, which ends a wait in progress.
-func (p *poller) close() error { return p.file.Close() }
+func (p *epollSet) close() error { return p.file.Close() }
 
 // putID and getID keep a connection's id in the event's 64 bits of user
 // data, which package syscall splits into Fd and Pad.

@@ -28,7 +28,7 @@ func roomSize(soft uint64, limit int) int {
 // A room holds accepted connections without a goroutine or a buffer
 // each: those whose request header has not arrived whole, and those
 // answered that net/http would still hold (hold.go). Their bytes stay in
-// the kernel's receive buffer, and the room's epoll set (poller) reports
+// the kernel's receive buffer, and the room's epoll set (epollSet) reports
 // each arrival, on which the room's goroutine peeks again, or drains a
 // body. A connection leaves once its header is whole (answered, or handed
 // to net/http), its client has gone, headerTimeout has passed since its
@@ -39,17 +39,17 @@ func roomSize(soft uint64, limit int) int {
 // CPU (SPEC v4).
 type room struct {
 	l      *connLimiter
-	poller *poller
+	set    *epollSet
 	size   int
 	reader *reader // the room's goroutine's
 
 	mu        sync.Mutex
 	waiting   waiterList         // for a header or a body, by accept: deadline order
 	lingering waiterList         // by the start of their linger: deadline order too
-	byID      map[uint64]*waiter // either, by the id the poller reports
+	byID      map[uint64]*waiter // either, by the id the epoll set reports
 	lastID    uint64             // ids are never reused: see drop
-	armed     int64              // the poller's deadline; 0 for none
-	closed    bool               // Serve stopping, or the poller failed: nothing waits
+	armed     int64              // the epoll set's deadline; 0 for none
+	closed    bool               // Serve stopping, or the epoll set failed: nothing waits
 	fullLog   logGate
 	expired   []*waiter // expire's scratch
 }
@@ -67,21 +67,21 @@ type waiter struct {
 
 type waiterList = list[waiter, *waiter]
 
-// makePoller is newPoller, but where a test makes it fail.
-var makePoller = newPoller
+// makeEpollSet is newEpollSet, but where a test makes it fail.
+var makeEpollSet = newEpollSet
 
 // newRoom returns l's waiting room of size, or nil where none can be
 // made: outside Linux quietly, on Linux with a warning, and l's slots then
 // hold what waits, evicted under a flood.
 func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
-	p, err := makePoller()
+	p, err := makeEpollSet()
 	if err != nil {
 		if !errors.Is(err, errors.ErrUnsupported) {
 			l.log(slog.LevelWarn, "health: cannot make the waiting room; connections without a whole request will wait in connection slots, evicted under a flood", "err", err)
 		}
 		return nil
 	}
-	return &room{l: l, poller: p, size: size, reader: newReader(answer), byID: make(map[uint64]*waiter)}
+	return &room{l: l, set: p, size: size, reader: newReader(answer), byID: make(map[uint64]*waiter)}
 }
 
 // add has nc wait, its header not whole (holdNone), or be held after its
@@ -105,7 +105,7 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain) bool {
 	}
 	r.lastID++
 	w.id = r.lastID
-	if err := r.poller.watch(fd, w.id); err != nil {
+	if err := r.set.watch(fd, w.id); err != nil {
 		r.mu.Unlock()
 		return false
 	}
@@ -139,12 +139,12 @@ func (r *room) oldest() *waiter {
 	return r.waiting.front()
 }
 
-// run is the room's goroutine: it waits for the poller to report
+// run is the room's goroutine: it waits for the epoll set to report
 // arrivals, or for the oldest deadline, and deals with each.
 func (r *room) run() {
 	defer r.l.goroutines.Done()
 	for {
-		ready, err := r.poller.wait()
+		ready, err := r.set.wait()
 		if r.isClosed() {
 			return
 		}
@@ -182,7 +182,7 @@ func (r *room) examine(ev readyEvent) {
 	}
 	r.mu.Unlock()
 	if handOn {
-		r.poller.unwatch(w.fd) // net/http reads it from now on
+		r.set.unwatch(w.fd) // net/http reads it from now on
 		r.l.hand(handed{nc: w.nc, p: p})
 	}
 }
@@ -237,7 +237,7 @@ func (r *room) next(w *waiter, kind holdKind) {
 }
 
 // expire ends the holds whose time has passed, which is no eviction, and
-// arms the poller for the next deadline: a header never completed is
+// arms the epoll set for the next deadline: a header never completed is
 // closed, as net/http's ReadHeaderTimeout does; a body never completed
 // ends as net/http's drain does when its read deadline passes
 // (failedDrain); a linger ends in the close.
@@ -264,7 +264,7 @@ func (r *room) expire() {
 		}
 	}
 	if next != r.armed {
-		r.poller.setDeadline(next)
+		r.set.setDeadline(next)
 		r.armed = next
 	}
 	r.expired = expired
@@ -278,18 +278,18 @@ func (r *room) expire() {
 	}
 }
 
-// arm sets the poller's deadline to deadline, if none is set or it comes
+// arm sets the epoll set's deadline to deadline, if none is set or it comes
 // first. Under r.mu, so that add's arming and expire's never cross.
 func (r *room) arm(deadline int64) {
 	if r.armed == 0 || deadline < r.armed {
-		r.poller.setDeadline(deadline)
+		r.set.setDeadline(deadline)
 		r.armed = deadline
 	}
 }
 
-// drop stops holding w. It stays in the poller's set until its socket
+// drop stops holding w. It stays in the epoll set until its socket
 // closes, as the kernel removes a socket whose every reference has gone:
-// removing it would cost a system call a connection. The poller may
+// removing it would cost a system call a connection. The epoll set may
 // report it once more, by an id that is never used again, so the report
 // is ignored, even where a child between fork and exec (an agent runs ip,
 // wg, iptables) keeps the socket open and its descriptor number is reused
@@ -303,10 +303,10 @@ func (r *room) drop(w *waiter) {
 	delete(r.byID, w.id)
 }
 
-// evictOldest closes the connection that has waited longest, counted as
+// closeOldest closes the connection that has waited longest, counted as
 // an eviction, and reports whether there was one: the first descriptor to
 // give back when accept runs out of them.
-func (r *room) evictOldest() bool {
+func (r *room) closeOldest() bool {
 	r.mu.Lock()
 	w := r.oldest()
 	if w != nil {
@@ -327,9 +327,9 @@ func (r *room) isClosed() bool {
 	return r.closed
 }
 
-// release closes the room to newcomers and returns every connection in
+// takeAll closes the room to newcomers and returns every connection in
 // it, no longer watched, for the caller to close or hand on.
-func (r *room) release() (all []*waiter, first bool) {
+func (r *room) takeAll() (all []*waiter, first bool) {
 	r.mu.Lock()
 	first = !r.closed
 	r.closed = true
@@ -341,12 +341,12 @@ func (r *room) release() (all []*waiter, first bool) {
 	return all, first
 }
 
-// fail gives up the room after its poller failed, which no client can
+// fail gives up the room after its epoll set failed, which no client can
 // make it do, and logs it once. What awaits a header goes to net/http, as
 // it does where there is no room, rather than being closed: a probe among
 // them is still answered; what was answered is closed.
 func (r *room) fail(err error) {
-	all, first := r.release()
+	all, first := r.takeAll()
 	if first {
 		r.l.log(slog.LevelError, "health: the waiting room failed; connections without a whole request will wait in connection slots, evicted under a flood", "err", err)
 	}
@@ -355,7 +355,7 @@ func (r *room) fail(err error) {
 			_ = w.nc.Close()
 			continue
 		}
-		r.poller.unwatch(w.fd)
+		r.set.unwatch(w.fd)
 		if !r.l.hand(handed{nc: w.nc, p: peekedIncomplete}) {
 			for _, w := range all[i+1:] { // Serve has stopped
 				_ = w.nc.Close()
@@ -365,12 +365,12 @@ func (r *room) fail(err error) {
 	}
 }
 
-// close closes every connection in the room, then the poller, which ends
+// close closes every connection in the room, then the epoll set, which ends
 // the room's goroutine: Serve is stopping.
 func (r *room) close() {
-	all, _ := r.release()
+	all, _ := r.takeAll()
 	for _, w := range all {
 		_ = w.nc.Close()
 	}
-	_ = r.poller.close()
+	_ = r.set.close()
 }

@@ -185,7 +185,7 @@ func TestRoomHalfClosedBurstIsNoFlood(t *testing.T) {
 	assert.Equal(t, uint64(clients), s.counters.Accepted.Load())
 }
 
-// TestRoomIgnoresStaleReports: the poller may report a connection after
+// TestRoomIgnoresStaleReports: the epoll set may report a connection after
 // the room has let it go, by then perhaps closed and its descriptor
 // number reused by a newer one. Ids are never reused, so the report finds
 // nothing, and the newer connection is left alone.
@@ -195,7 +195,7 @@ func TestRoomIgnoresStaleReports(t *testing.T) {
 	r.l.room.mu.Lock()
 	old := *r.l.room.waiting.front()
 	r.l.room.mu.Unlock()
-	require.True(t, r.l.room.evictOldest())
+	require.True(t, r.l.room.closeOldest())
 	newer := r.dialWaiting(1)
 	r.l.room.mu.Lock()
 	current := *r.l.room.waiting.front()
@@ -266,8 +266,8 @@ func TestShutdownUnderFlood(t *testing.T) {
 // TestNoRoomWithoutEpoll: where the room cannot be made, Serve says so and
 // holds what waits in its slots, evicting the oldest, as outside Linux.
 func TestNoRoomWithoutEpoll(t *testing.T) {
-	makePoller = func() (*poller, error) { return nil, errNoEpoll }
-	defer func() { makePoller = newPoller }()
+	makeEpollSet = func() (*epollSet, error) { return nil, errNoEpoll }
+	defer func() { makeEpollSet = newEpollSet }()
 	s := serveTest(t, nil, Options{Limit: 2})
 	for range 4 {
 		dialStalled(t, s.addr)
@@ -346,7 +346,7 @@ func kernelMemory(t *testing.T) int64 {
 func TestHandedOnAtShutdown(t *testing.T) {
 	ln, err := Listen("127.0.0.1:0")
 	require.NoError(t, err)
-	l := newConnLimiter(ln, maxConns, Options{Counters: new(Counters), Log: discardLog})
+	l := newConnLimiter(ln, maxLimit, Options{Counters: new(Counters), Log: discardLog})
 	require.NotNil(t, l.room)
 	c, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
@@ -359,13 +359,13 @@ func TestHandedOnAtShutdown(t *testing.T) {
 	assert.True(t, probetest.ClosedByServer(c), "closed at shutdown")
 }
 
-// TestRoomFailureHandsOnWhatWaits: a poller that fails gives up the room,
+// TestRoomFailureHandsOnWhatWaits: an epoll set that fails gives up the room,
 // with one ERROR line; what waited goes to net/http rather than being
 // closed, and so does every later connection without a whole header.
 func TestRoomFailureHandsOnWhatWaits(t *testing.T) {
 	failing := make(chan struct{})
-	makePoller = func() (*poller, error) {
-		p, err := newPoller()
+	makeEpollSet = func() (*epollSet, error) {
+		p, err := newEpollSet()
 		if err != nil {
 			return nil, err
 		}
@@ -381,11 +381,11 @@ func TestRoomFailureHandsOnWhatWaits(t *testing.T) {
 		}
 		return p, nil
 	}
-	defer func() { makePoller = newPoller }()
+	defer func() { makeEpollSet = newEpollSet }()
 	r := newRoomRig(t, nil, 8)
 	clients := []net.Conn{r.dialWaiting(1), r.dialWaiting(2)}
 	close(failing)
-	clients = append(clients, r.dial(partialProbe)) // wakes the poller, which fails
+	clients = append(clients, r.dial(partialProbe)) // wakes the epoll set, which fails
 	later := r.dial(partialProbe)
 	var handed []net.Conn
 	for range 4 {

@@ -38,7 +38,7 @@ func TestHandoffQueueWithinTheBudget(t *testing.T) {
 		assert.Equal(t, tc.want, queueFor(tc.limit), "%d slots", tc.limit)
 	}
 	for _, soft := range []uint64{64, 128, 256, 1024} {
-		limit := connLimit(soft)
+		limit := limitFor(soft)
 		held := limit + queueFor(limit) + roomSize(soft, limit+queueFor(limit))
 		assert.LessOrEqual(t, held, int(soft*3/4), "soft limit %d", soft)
 	}

@@ -137,7 +137,7 @@ type Options struct {
 
 // DefaultLimit is the bound on net/http's slots for this process: see
 // connLimit.
-func DefaultLimit() int { return connLimit(softDescriptorLimit()) }
+func DefaultLimit() int { return limitFor(softDescriptorLimit()) }
 
 // Listen binds addr over TCP with accept deferred from the first
 // connection on (see setDeferAccept).

@@ -59,9 +59,9 @@ func newFakeAnswer(status int, body string) *fakeAnswer {
 }
 
 var (
-	fakeOK        = newFakeAnswer(http.StatusOK, "ok\n")
-	fakeNotReady  = newFakeAnswer(http.StatusServiceUnavailable, "not ready: registration pending\n")
-	fakeNotFound  = newFakeAnswer(http.StatusNotFound, "404 page not found\n")
+	fakeOK       = newFakeAnswer(http.StatusOK, "ok\n")
+	fakeNotReady = newFakeAnswer(http.StatusServiceUnavailable, "not ready: registration pending\n")
+	fakeNotFound = newFakeAnswer(http.StatusNotFound, "404 page not found\n")
 )
 
 // route is the one router of both forms.
@@ -113,7 +113,7 @@ type served struct {
 
 // serveTest is the one way the package's tests run Serve: it serves
 // fakeProbes, ready, on ln, or on a fresh listener of Listen's on
-// 127.0.0.1:0 for a nil ln, with opts' Limit (maxConns for 0) and room
+// 127.0.0.1:0 for a nil ln, with opts' Limit (maxLimit for 0) and room
 // (see Options.room), and opts' Handler for net/http if it has one; the
 // test's cleanup stops it (see probetest.Start).
 func serveTest(t *testing.T, ln net.Listener, opts Options) *served {
@@ -124,7 +124,7 @@ func serveTest(t *testing.T, ln net.Listener, opts Options) *served {
 		require.NoError(t, err)
 	}
 	if opts.Limit == 0 {
-		opts.Limit = maxConns
+		opts.Limit = maxLimit
 	}
 	s := &served{addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer)}
 	s.probes.ready.Store(true)
@@ -303,7 +303,7 @@ func newRoomRig(t *testing.T, ln net.Listener, size int) *roomRig {
 		require.NoError(t, err)
 	}
 	r := &roomRig{t: t, addr: ln.Addr().String(), probes: new(fakeProbes), counters: new(Counters), logs: new(probetest.LogBuffer), handed: make(chan net.Conn, 64)}
-	r.l = newConnLimiter(ln, maxConns, Options{Answer: r.probes.answer, Counters: r.counters, Log: logTo(r.logs), room: size})
+	r.l = newConnLimiter(ln, maxLimit, Options{Answer: r.probes.answer, Counters: r.counters, Log: logTo(r.logs), room: size})
 	if size > 0 {
 		require.NotNil(t, r.l.room, r.logs.String())
 	}

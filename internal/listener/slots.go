@@ -9,19 +9,19 @@ import (
 	"time"
 )
 
-// maxConns is the most connections net/http holds at once, whatever the
+// maxLimit is the most connections net/http holds at once, whatever the
 // descriptor limit: a goroutine and a few KiB of buffers each, far more
 // than a kubelet's one probe at a time needs.
-const maxConns = 256
+const maxLimit = 256
 
-// connLimit is the bound on net/http's slots for a process whose soft
+// limitFor is the bound on net/http's slots for a process whose soft
 // descriptor limit is soft (0 when unknown): a quarter of it, so that the
 // probe port can never starve the agent of descriptors, and at most
-// maxConns. Below a soft limit of 8 the bound is 1; no Go process runs on
+// maxLimit. Below a soft limit of 8 the bound is 1; no Go process runs on
 // so few.
-func connLimit(soft uint64) int {
-	if soft == 0 || soft/4 >= maxConns {
-		return maxConns
+func limitFor(soft uint64) int {
+	if soft == 0 || soft/4 >= maxLimit {
+		return maxLimit
 	}
 	return max(1, int(soft/4))
 }
@@ -49,7 +49,7 @@ const (
 // well as sockets. With a room (Linux), a connection reaches the slots
 // with a whole header request.go does not parse, a partial one whose
 // client has sent all it will, or an urgent byte in its header; only one
-// the room cannot hold (without a descriptor, or after its poller failed)
+// the room cannot hold (without a descriptor, or after its epoll set failed)
 // arrives still waiting. Such a waiting slot, and without a room every
 // slot not yet answered, makes room before Accept takes another: the one
 // that has waited longest without a request is closed, never a newcomer
@@ -209,7 +209,7 @@ func (l *connLimiter) makeRoom() error {
 				l.mu.Unlock()
 				_ = victim.Conn.Close()
 				if logNow {
-					l.log(slog.LevelWarn, "health: connection slots full; closing the oldest connections that have not sent a request", "slots", l.limit)
+					l.log(slog.LevelWarn, "health: connection slots full; closing the oldest connections that have not sent a request", "limit", l.limit)
 				}
 				l.mu.Lock()
 				continue

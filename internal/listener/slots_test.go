@@ -32,7 +32,7 @@ func TestConnLimit(t *testing.T) {
 		{1 << 20, 256},
 		{1<<64 - 1, 256}, // unlimited
 	} {
-		assert.Equal(t, tc.want, connLimit(tc.soft), "soft limit %d", tc.soft)
+		assert.Equal(t, tc.want, limitFor(tc.soft), "soft limit %d", tc.soft)
 	}
 }
 
@@ -183,7 +183,7 @@ func TestHostileMix(t *testing.T) {
 		full string
 	}{
 		{"small room", 16, `msg="health: waiting room full; closing the connections that have waited longest" waiting=16`},
-		{"no room", -1, `msg="health: connection slots full; closing the oldest connections that have not sent a request" slots=8`},
+		{"no room", -1, `msg="health: connection slots full; closing the oldest connections that have not sent a request" limit=8`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.room > 0 && !hasRoom() {
@@ -319,7 +319,7 @@ func TestLimiterEvictionOrder(t *testing.T) {
 	assert.Equal(t, uint64(4), counters.Evicted.Load())
 	assert.LessOrEqual(t, counters.Held.Load(), int64(limit))
 
-	assert.Equal(t, 1, probetest.Count(logs.String(), `msg="health: connection slots full; closing the oldest connections that have not sent a request" slots=8`), "logged once, not per eviction")
+	assert.Equal(t, 1, probetest.Count(logs.String(), `msg="health: connection slots full; closing the oldest connections that have not sent a request" limit=8`), "logged once, not per eviction")
 }
 
 // TestLimiterSparesTheNewest fills a bound of 2 with a connection being
