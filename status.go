@@ -116,8 +116,10 @@ func (c clockReading) at(sinceEpoch time.Duration) time.Time {
 // than 10 s before it; Evicted, a counter, still shows it.
 const pressureWindow = 10 * time.Second
 
-// ConnStatus is Serve's connections, summed over Serve calls. On Linux a
-// connection still waiting for its header is not Held.
+// ConnStatus is Serve's connections, summed over Serve calls. Held counts
+// net/http's goroutines: on Linux a connection waiting for its header, or
+// held after its answer as net/http would hold it, costs none and is not
+// Held.
 type ConnStatus struct {
 	Held     int    // connections held now (counted until their goroutines end)
 	Limit    int    // the bound on Held (Server.Serve); 0 when Serve is not running
