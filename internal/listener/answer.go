@@ -171,7 +171,7 @@ func (r *reader) drain(nc net.Conn, d *drain, failed bool) holdKind {
 		n, ok := r.calls.readFrom(nc, r.buf)
 		switch {
 		case failed || !ok:
-			kind = failedDrain // the client's FIN, or a reset
+			kind = d.giveUp(failedDrain) // the client's FIN, or a reset
 		case n == 0:
 			return holdDrain // nothing more yet
 		default:

@@ -4,28 +4,29 @@ import "time"
 
 // What net/http does with a connection after answering a request whose
 // body the handler did not read, keep-alive being off, is what the room
-// does in its place (SPEC v5, "One way in"): hold the connection as long
-// as a plain server would, so that its client reconnects no sooner, but
-// without a goroutine or a buffer of its own. Closing at once instead, as
-// the slots' guards do, let a flood of such requests reconnect as fast as
-// it was answered: a storm several times a plain server's CPU.
+// does in its place (SPEC v5): hold the connection as long as a plain
+// server would, so that its client reconnects no sooner, but without a
+// goroutine or a buffer of its own. Closing at once instead, as the
+// slots' guards do, let a flood of such requests reconnect as fast as it
+// was answered: a storm several times a plain server's CPU.
 //
-// net/http (server.go's finishRequest, transfer.go's body.Close, and
-// closeWriteAndWait) holds a connection so:
+// net/http (server.go's finishRequest and closeWriteAndWait, transfer.go's
+// body.Close and readTrailer, internal/chunked.go) holds a connection so:
 //
 //   - no body, or a request that asks to close (HTTP/1.0, or "Connection:
 //     close") and whose body is not chunked: closed at once;
 //   - a declared body over maxDrain: answered, then its sending side shut
-//     (a FIN), then closed rstAvoidanceDelay later, unread;
+//     (a FIN), then closed rstAvoidanceDelay later, unread: a linger;
 //   - any other body: read and discarded until it ends, its client shuts
-//     its side, the connection fails, maxDrain bytes have been read, or
-//     the read deadline passes (headerTimeout from accept); then closed,
-//     at once when the body ended, else (from Go 1.27 on any failure, and
-//     in Go 1.26 only at maxDrain) after the same FIN and delay.
+//     its side, the connection fails, the body fails to parse, maxDrain
+//     bytes of it have been read, or the read deadline passes
+//     (headerTimeout from accept); then closed, at once when the body
+//     ended, else after a linger (from Go 1.27 on any failure, in Go 1.26
+//     only at maxDrain: failedDrain, drainGivesUpAt);
+//   - but with Expect: 100-continue (never answered with 100: the handler
+//     reads no body) net/http never lingers, since its check for an early
+//     close finds the Expect wrapper where it looks for the body.
 //
-// An Expect: 100-continue is never answered with 100, since the handler
-// reads no body, so it is held as the body it announces.
-
 // maxDrain is net/http's maxPostHandlerReadBytes: the most body it reads
 // after an answer before it gives up on the connection.
 const maxDrain = 256 << 10
@@ -48,29 +49,33 @@ const (
 // holdFor is what follows the answer to req, whose first present bytes of
 // body have already arrived.
 func holdFor(req *request, present []byte) (holdKind, drain) {
-	d := drain{chunked: req.chunked, owed: req.length}
+	d := drain{chunked: req.chunked, owed: req.length, noLinger: req.expect}
 	switch {
 	case !req.chunked && (req.length == 0 || req.closes):
 		return holdNone, d
 	case req.length > maxDrain:
-		return holdLinger, d
+		return d.giveUp(holdLinger), d
 	}
 	return d.consume(present), d
 }
 
 // drain is what remains of a body the room reads and discards: a declared
 // length, or a chunked body, which it follows as net/http's chunked
-// reader does, without keeping a byte of it.
+// reader does, with its caps, without keeping a byte of it.
 type drain struct {
-	chunked bool
-	owed    int64 // bytes of Content-Length, or of the current chunk, still to come
-	read    int64 // body bytes read, against maxDrain
-	state   chunkState
-	line    int  // bytes of the current chunk-size or trailer line
-	digits  int  // hex digits of the current chunk size
-	cr      bool // the line has a CR, which must come last
-	// In a chunk-size line, past white space or ';'.
-	space, extension bool
+	chunked  bool
+	noLinger bool  // Expect: 100-continue
+	owed     int64 // bytes of Content-Length, or of the current chunk, still to come
+	read     int64 // body bytes read (chunk data, not framing), against drainGivesUpAt
+	state    chunkState
+	line     int   // bytes of the current chunk-size line, or of the trailer
+	digits   int   // hex digits of the current chunk size
+	excess   int64 // framing beyond net/http's allowance, against maxChunkExcess
+	// In a chunk-size line: a CR seen (which must come last), white space
+	// or ';' seen, and a byte net/http refuses, found once the line ends.
+	cr, space, extension, bad bool
+	lastCR                    bool   // the byte after a chunk's data was a CR
+	tail                      uint32 // the trailer's last four bytes
 }
 
 type chunkState uint8
@@ -78,33 +83,45 @@ type chunkState uint8
 const (
 	chunkSize    chunkState = iota // in a chunk-size line
 	chunkData                      // in a chunk's owed bytes
-	chunkCR                        // the CR after a chunk's data
-	chunkLF                        // the LF after it
+	chunkCR                        // the first byte after a chunk's data
+	chunkLF                        // the second
 	chunkTrailer                   // in the trailer, after the last chunk
 	chunkEnded
 	chunkFailed
 )
 
-// maxChunkLine is net/http's cap on a chunk-size line, past which its
-// reader fails.
-const maxChunkLine = 4096
+// net/http's caps on a chunked body: a chunk-size line (maxLineLength), the
+// framing allowed beyond 16 bytes a chunk and twice its data, and the
+// trailer (its reader's buffer, which must hold the trailer's end).
+const (
+	maxChunkLine   = 4096
+	maxChunkExcess = 16 << 10
+	maxTrailer     = 4096
+)
+
+// giveUp is what follows once net/http would stop reading, having not
+// reached the body's end: kind, but never a linger with an Expect.
+func (d *drain) giveUp(kind holdKind) holdKind {
+	if kind == holdLinger && d.noLinger {
+		return holdNone
+	}
+	return kind
+}
 
 // consume takes p, the body's next bytes, and says what follows: holdNone
-// once the body has ended, holdDrain while it has not, and, when it fails
-// or reaches maxDrain, whatever net/http does then (failedDrain).
+// once the body has ended, holdDrain while it has not, and where net/http
+// gives up (its cap, a malformed chunk), what it does then.
 func (d *drain) consume(p []byte) holdKind {
-	if !d.chunked {
-		d.owed -= int64(len(p))
-		if d.owed <= 0 {
-			return holdNone
-		}
-		return holdDrain
-	}
 	for len(p) > 0 && d.state < chunkEnded {
-		if d.state == chunkData {
+		if !d.chunked || d.state == chunkData {
 			n := min(int64(len(p)), d.owed)
 			d.owed, d.read, p = d.owed-n, d.read+n, p[n:]
-			if d.owed == 0 {
+			switch {
+			case d.read >= drainGivesUpAt:
+				return d.giveUp(holdLinger)
+			case d.owed == 0 && !d.chunked:
+				return holdNone
+			case d.owed == 0:
 				d.state = chunkCR
 			}
 			continue
@@ -112,41 +129,38 @@ func (d *drain) consume(p []byte) holdKind {
 		d.state = d.next(p[0])
 		p = p[1:]
 	}
-	switch {
-	case d.state == chunkEnded:
+	switch d.state {
+	case chunkEnded:
 		return holdNone
-	case d.state == chunkFailed:
-		return failedDrain
-	case d.read >= drainGivesUpAt:
-		return holdLinger
+	case chunkFailed:
+		return d.giveUp(failedDrain)
 	}
 	return holdDrain
 }
 
-// next reads c, a byte of framing, as net/http's chunked reader does: a
-// size line is hex digits, then white space or an extension from ';'
-// (ignored), then CRLF, with no other CR; a chunk's data ends in CRLF; the
-// last chunk, of size 0, is followed by trailer lines up to an empty one.
+// next reads c, a byte of a chunked body's framing, as net/http does: a
+// size line is hex digits, then white space or an extension from ';',
+// then CRLF, checked once the line is whole; a chunk's data ends in CRLF;
+// after the last chunk, of size 0, comes CRLF, or a trailer ending in a
+// blank line within maxTrailer.
 func (d *drain) next(c byte) chunkState {
 	switch d.state {
-	case chunkCR, chunkLF:
-		if c != "\r\n"[d.state-chunkCR] {
+	case chunkCR:
+		d.lastCR = c == '\r'
+		return chunkLF
+	case chunkLF:
+		if !d.lastCR || c != '\n' {
 			return chunkFailed
 		}
-		if d.state == chunkLF {
-			return chunkSize
-		}
-		return chunkLF
+		return chunkSize
 	case chunkTrailer:
-		if c != '\n' {
-			d.cr = d.cr || d.line == 0 && c == '\r'
-			d.line++
-			return chunkTrailer
-		}
-		ended := d.line == 0 || d.line == 1 && d.cr
-		d.line, d.cr = 0, false
-		if ended {
+		d.line++
+		d.tail = d.tail<<8 | uint32(c)
+		switch {
+		case d.line == 2 && d.tail&0xffff == 0x0d0a, d.tail == 0x0d0a0d0a:
 			return chunkEnded
+		case d.line >= maxTrailer:
+			return chunkFailed
 		}
 		return chunkTrailer
 	}
@@ -155,33 +169,37 @@ func (d *drain) next(c byte) chunkState {
 	}
 	d.line++
 	switch {
-	case d.line >= maxChunkLine || d.cr:
+	case d.line >= maxChunkLine:
 		return chunkFailed
+	case d.cr:
+		d.bad = true // a CR not last
 	case c == '\r':
 		d.cr = true
 	case d.extension:
-	case c == ';' && !d.space:
+	case c == ';':
+		d.bad = d.bad || d.space
 		d.extension = true
 	case c == ' ' || c == '\t':
 		d.space = true
 	case d.space || d.digits == 16 || unhex(c) < 0:
-		return chunkFailed
+		d.bad = true
 	default:
-		// Saturated: a chunk of 2⁵⁸ bytes is drained to maxDrain as
-		// surely as a larger one, where net/http's uint64 would not
-		// overflow either.
+		// Saturated: a chunk of 2⁵⁸ bytes is drained to its cap as surely
+		// as a larger one.
 		d.owed = min(d.owed, 1<<58)<<4 | int64(unhex(c))
 		d.digits++
 	}
 	return chunkSize
 }
 
-// endSizeLine ends a chunk-size line at its LF.
+// endSizeLine ends a chunk-size line at its LF, and counts its framing
+// against net/http's allowance.
 func (d *drain) endSizeLine() chunkState {
-	ok := d.cr && d.digits > 0
-	d.line, d.cr, d.extension, d.space, d.digits = 0, false, false, false, 0
+	ok := d.cr && d.digits > 0 && !d.bad
+	d.excess = max(0, d.excess+int64(d.line)+1-16-2*min(d.owed, maxChunkExcess))
+	d.line, d.cr, d.extension, d.space, d.bad, d.digits = 0, false, false, false, false, 0
 	switch {
-	case !ok:
+	case !ok || d.excess > maxChunkExcess:
 		return chunkFailed
 	case d.owed == 0:
 		return chunkTrailer

@@ -56,7 +56,8 @@ func TestRoomHoldsWhatNetHTTPHolds(t *testing.T) {
 			assert.Less(t, eof, ended+holdMargin, "held long after net/http would close")
 
 			closes := ended // where the server lets go of the connection
-			if tc.lingers || failedDrain == holdLinger {
+			// net/http never lingers with an Expect (hold.go).
+			if tc.lingers || failedDrain == holdLinger && !strings.Contains(tc.request, "Expect") {
 				closes += rstAvoidanceDelay
 				// Added to the room after its FIN: the client may see
 				// the FIN first.
@@ -95,7 +96,7 @@ func TestRoomLetsGoOnceTheBodyEnds(t *testing.T) {
 	}{
 		{"the rest of a declared body", declared, send("world"), false},
 		{"more than the rest of a declared body", declared, send("world and more"), false},
-		{"a declared body, 300 KiB at once", "PUT /x HTTP/1.1\r\nHost: x\r\nContent-Length: 262144\r\n\r\n", send(strings.Repeat("a", 256<<10)), false},
+		{"a declared body under maxDrain, at once", "PUT /x HTTP/1.1\r\nHost: x\r\nContent-Length: 262143\r\n\r\n", send(strings.Repeat("a", 256<<10-1)), false},
 		{"the rest of a chunked body", chunked, send("cde\r\n0\r\n\r\n"), false},
 		{"a chunked body, then its trailer", chunked, send("cde\r\n0\r\nX-T: 1\r\n\r\n"), false},
 		{"the client's FIN", declared, shut, true},

@@ -80,6 +80,7 @@ type request struct {
 	length   int64  // the declared Content-Length; 0 for none
 	chunked  bool   // Transfer-Encoding: chunked
 	closes   bool   // HTTP/1.0, or Connection: close
+	expect   bool   // Expect: 100-continue
 	header   int    // the header's length, blank line included
 }
 
@@ -168,7 +169,8 @@ func parseRequest(req []byte) (request, bool) {
 			r.closes, ok = connectionCloses(value)
 			ok = ok && !r.http10
 		case equalFoldASCII(name, "Expect"):
-			ok = equalFoldASCII(value, "100-continue") && !r.http10
+			r.expect = equalFoldASCII(value, "100-continue")
+			ok = r.expect && !r.http10
 		case equalFoldASCII(name, "Trailer"), equalFoldASCII(name, "Upgrade"):
 			ok = false
 		}

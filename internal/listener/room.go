@@ -246,7 +246,7 @@ func (r *room) expire() {
 	r.mu.Lock()
 	expired := r.expired[:0]
 	for w := r.waiting.front(); w != nil && w.deadline <= now; w = r.waiting.front() {
-		if w.hold == holdDrain && failedDrain == holdLinger {
+		if w.hold == holdDrain && w.drain.giveUp(failedDrain) == holdLinger {
 			r.next(w, endOrHold(w.nc, holdLinger))
 			continue
 		}
