@@ -128,3 +128,34 @@ func TestRoomLetsGoOnceTheBodyEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestRoomBoundsAStreamedBody: a client that streams a body's framing as
+// fast as it can (a trailer that never ends) is let go at net/http's cap
+// on it, well before the read deadline, rather than read for as long as it
+// sends: the room's goroutine, which reads it, has every other connection
+// to serve.
+func TestRoomBoundsAStreamedBody(t *testing.T) {
+	r := newRoomRig(t, nil, 16)
+	r.probes.ready.Store(true)
+	start := time.Now()
+	c := r.dial("POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n")
+	refused := make(chan time.Duration, 1)
+	go func() {
+		junk := []byte(strings.Repeat("a", 1<<20))
+		for range 64 { // at most 64 MiB, a few seconds at most on loopback
+			if _, err := c.Write(junk); err != nil {
+				refused <- time.Since(start) // the server closed
+				return
+			}
+		}
+		refused <- time.Hour
+	}()
+	select {
+	case after := <-refused:
+		assert.Less(t, after, headerTimeout, "let go at the trailer's cap, not at the read deadline")
+	case <-time.After(10 * time.Second):
+		t.Fatal("still reading after 10 s")
+	}
+	probetest.Eventually(t, func() bool { return r.waiting() == 0 }, "the room letting go")
+	assertProbesAnswered(t, r.addr, 2)
+}
