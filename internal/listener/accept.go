@@ -31,11 +31,11 @@ func (l *connLimiter) acceptLoop() {
 		settled, kind, d := r.settle(nc, p, n)
 		switch {
 		case settled && kind != holdNone:
-			if !l.room.add(nc, r.calls.fd, kind, d) {
+			if !l.room.add(nc, r.calls.fd, kind, d, MonotonicNow()) {
 				_ = nc.Close() // Serve is stopping: nothing to hold it for
 			}
 			continue
-		case settled, (p == peekedIncomplete || p == peekedEmpty) && l.room.add(nc, r.calls.fd, holdNone, drain{}):
+		case settled, (p == peekedIncomplete || p == peekedEmpty) && l.room.add(nc, r.calls.fd, holdNone, drain{}, MonotonicNow()):
 			continue
 		}
 		if !l.hand(handed{nc: nc, p: p}) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -20,18 +21,18 @@ func stopReading(nc net.Conn) { _ = nc.SetReadDeadline(aLongTimeAgo) }
 // aLongTimeAgo is a read deadline already past.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// closeAfterBody wraps Serve's handler. A probe has no body, so a request
-// with one is a client Serve need not humour: it gets its answer, and its
-// connection is closed without the body being read. Left to itself,
-// net/http would drain the body after the answer, or linger over one it
-// will not drain (see maxRequestBytes). So the handler flushes its answer
-// and aborts with http.ErrAbortHandler, on which net/http closes at once,
-// logs nothing and returns the connection's buffers to its pools (the
-// answer's own 2 KiB buffer is lost, a cost only of requests with a body,
-// never of a probe's). It aborts even when the flush fails, because a
-// client that reset its connection would otherwise get the linger too. A
-// client that sends a body may see its connection reset before it reads
-// the answer.
+// closeAfterBody wraps Serve's handler. Left to itself, net/http would
+// drain a request's body after the answer, or linger over one it will not
+// drain (hold.go), in a slot that cannot be evicted. So the handler
+// flushes its answer and aborts with http.ErrAbortHandler, on which
+// net/http closes at once, logs nothing and returns the connection's
+// buffers to its pools (the answer's own 2 KiB buffer is lost, a cost only
+// of requests with a body, never of a probe's). Where there is a room, the
+// close hands the connection to it, held as net/http would have held it
+// (limitedConn.Close); elsewhere it closes, and a client that sends a body
+// may see a reset before it reads the answer. It aborts even when the
+// flush fails, because a client that reset its connection would otherwise
+// get the linger too.
 type closeAfterBody struct{ handler http.Handler }
 
 func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +41,39 @@ func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = http.NewResponseController(w).Flush() // failed: the client is gone, nothing to tell
+	if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+		c.holdAfter(r)
+	}
 	panic(http.ErrAbortHandler)
+}
+
+// connKey keys a request's limitedConn in its context (http.Server's
+// ConnContext).
+type connKey struct{}
+
+// holdAfter readies c, answered, to be held as net/http would hold it
+// after r's answer (hold.go), from what of r's body net/http has read.
+func (c *limitedConn) holdAfter(r *http.Request) {
+	if c.limiter.room == nil {
+		return
+	}
+	req := request{
+		length:  max(r.ContentLength, 0),
+		chunked: r.ContentLength < 0,
+		closes:  r.Close,
+		expect:  r.ProtoAtLeast(1, 1) && strings.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue"),
+	}
+	c.hold, c.drain = holdFor(&req, c.body)
+}
+
+// Close closes c, or, where it is to be held after its answer
+// (holdAfter), hands it to the room instead, which closes it in time; for
+// net/http it is closed either way.
+func (c *limitedConn) Close() error {
+	if c.hold == holdNone || !c.limiter.room.hold(c.Conn, c.hold, c.drain, c.admitted) {
+		return c.Conn.Close()
+	}
+	return nil
 }
 
 // Read lets net/http read at most maxRequestBytes and a header of at most
@@ -57,7 +90,9 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	c.read += n
-	c.header.scan(p[:n])
+	if after := c.header.scan(p[:n]); len(after) > 0 && c.limiter.room != nil {
+		c.body = append(c.body, after...) // what net/http has read of a body
+	}
 	if c.header.lines > maxHeaderLines {
 		// Before net/http sees these lines: it would build a map of
 		// them all before it could refuse them.
@@ -98,6 +133,11 @@ type limitedConn struct {
 	read    int           // bytes read so far
 	header  headerScanner // the request header's lines, as read so far
 	refused bool          // the request has been refused as too large
+	body    []byte        // what has been read past the header, with a room
+
+	admitted int64    // MonotonicNow when admitted, about its accept
+	hold     holdKind // what the room is to do once net/http closes it
+	drain    drain
 }
 
 // connList is a list of connections in slots, oldest first.

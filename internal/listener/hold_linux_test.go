@@ -159,3 +159,48 @@ func TestRoomBoundsAStreamedBody(t *testing.T) {
 	probetest.Eventually(t, func() bool { return r.waiting() == 0 }, "the room letting go")
 	assertProbesAnswered(t, r.addr, 2)
 }
+
+// TestNetHTTPAnswersAreHeldToo: a request with a body that request.go
+// does not parse is net/http's to answer, with its own bytes, and then,
+// its slot freed, held in the room as net/http would hold it: until the
+// read deadline for a body not yet whole, a linger for one past maxDrain,
+// no time for one whole; always ending in a FIN, never a reset.
+func TestNetHTTPAnswersAreHeldToo(t *testing.T) {
+	s := serveTest(t, nil, Options{})
+	reference := new(fakeProbes)
+	reference.ready.Store(true)
+	refAddr := serveReference(t, reference, nil)
+	for _, tc := range []struct {
+		name, request string
+		closes        time.Duration // after the dial, at the earliest
+	}{
+		{"an escaped path, part of its body", "POST /%68ealthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + strings.Repeat("a", 50), headerTimeout},
+		{"bare LF line ends, a body never sent", "POST /healthz HTTP/1.1\nHost: x\nContent-Length: 100\n\n", headerTimeout},
+		{"an 8-bit header value, a chunked body in part", "POST /healthz HTTP/1.1\r\nHost: x\r\nX: caf\xc3\xa9\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", headerTimeout},
+		{"an escaped path, its whole body", "POST /%68ealthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 0},
+		{"an escaped path, a body past maxDrain", "POST /%68ealthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1099511627776\r\n\r\n", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := probetest.MaskDate(t, probetest.ExchangeShut(t, refAddr, tc.request, time.Second))
+			got := probetest.MaskDate(t, probetest.ExchangeShut(t, s.addr, tc.request, time.Second))
+			require.Equal(t, want, got)
+
+			start := time.Now()
+			c, err := net.Dial("tcp", s.addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = io.WriteString(c, tc.request)
+			require.NoError(t, err)
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err)
+			probetest.Eventually(t, func() bool { return s.counters.Held.Load() == 0 }, "the slot freed")
+			_, err = io.Copy(io.Discard, br)
+			require.NoError(t, err, "a FIN, not a reset")
+			require.NoError(t, resp.Body.Close())
+			assert.GreaterOrEqual(t, time.Since(start), tc.closes, "closed before net/http would")
+			assert.Less(t, time.Since(start), tc.closes+holdMargin, "held long after net/http would close")
+		})
+	}
+}

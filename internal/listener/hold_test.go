@@ -30,7 +30,9 @@ func netHTTPVerdict(t *testing.T, body string) string {
 	t.Helper()
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	go func() { _, _ = io.WriteString(pw, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+body) }()
+	go func() {
+		_, _ = io.WriteString(pw, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
+	}()
 	done := make(chan error, 1)
 	go func() {
 		req, err := http.ReadRequest(bufio.NewReaderSize(pr, 4096))

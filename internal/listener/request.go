@@ -30,7 +30,9 @@ type headerScanner struct {
 	done      bool // the blank line has been seen
 }
 
-func (s *headerScanner) scan(p []byte) {
+// scan reads p, the next bytes read, and returns what of them follows the
+// header, once the header has ended.
+func (s *headerScanner) scan(p []byte) (after []byte) {
 	// From line end to line end: the waiting room rescans a header on
 	// every byte a slow client sends, so a long line must cost one
 	// IndexByte, not a loop over its bytes.
@@ -38,13 +40,17 @@ func (s *headerScanner) scan(p []byte) {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			s.lineEmpty = s.lineEmpty && onlyCR(p)
-			return
+			return nil
 		}
 		s.lines++
 		s.done = s.lineEmpty && onlyCR(p[:i])
 		s.lineEmpty = true
 		p = p[i+1:]
 	}
+	if !s.done {
+		return nil
+	}
+	return p
 }
 
 func onlyCR(p []byte) bool {

@@ -84,16 +84,17 @@ func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
 	return &room{l: l, set: p, size: size, reader: newReader(answer), byID: make(map[uint64]*waiter)}
 }
 
-// add has nc wait, its header not whole (holdNone), or be held after its
-// answer (kind, d), and reports whether it does; it does not when nc has
-// no descriptor to watch or the room is closed. Full, the room closes the
-// connection that has waited longest to make room.
-func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain) bool {
+// add has nc, accepted at accepted, wait, its header not whole
+// (holdNone), or be held after its answer (kind, d), and reports whether
+// it does; it does not when nc has no descriptor to watch or the room is
+// closed. Full, the room closes the connection that has waited longest to
+// make room.
+func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64) bool {
 	if fd < 0 {
 		return false
 	}
 	now := MonotonicNow()
-	w := &waiter{nc: nc, fd: fd, deadline: now + int64(headerTimeout), hold: kind, drain: d}
+	w := &waiter{nc: nc, fd: fd, deadline: accepted + int64(headerTimeout), hold: kind, drain: d}
 	list := &r.waiting
 	if kind == holdLinger {
 		w.deadline, list = now+int64(rstAvoidanceDelay), &r.lingering
@@ -127,6 +128,17 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain) bool {
 		}
 	}
 	return true
+}
+
+// hold takes nc, answered by net/http, to hold as net/http would have
+// (kind, d, hold.go), and reports whether it did; if not (no room, or
+// Serve stopping), nc is the caller's to close.
+func (r *room) hold(nc net.Conn, kind holdKind, d drain, accepted int64) bool {
+	if r == nil {
+		return false
+	}
+	_ = nc.SetReadDeadline(time.Time{}) // stopReading's, on which the room's reads would fail
+	return r.add(nc, descriptorOf(nc), endOrHold(nc, kind), d, accepted)
 }
 
 // oldest is the connection to evict: the oldest lingering one, answered

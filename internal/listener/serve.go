@@ -200,7 +200,10 @@ func newHTTPServer(handler http.Handler, log LogFunc) *http.Server {
 		// net/http's own OPTIONS * handler answers 200 with none of
 		// the handler's headers, and reads up to 4 KiB of body first.
 		DisableGeneralOptionsHandler: true,
-		ErrorLog:                     stdlog.New(errorLogWriter(log), "", 0),
+		ConnContext: func(ctx context.Context, nc net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, nc)
+		},
+		ErrorLog: stdlog.New(errorLogWriter(log), "", 0),
 	}
 	// A probe is one request on one connection; keep-alive would only
 	// let a client hold a slot between requests.

@@ -227,7 +227,7 @@ func (l *connLimiter) makeRoom() error {
 
 // admit counts a connection given to net/http, as p, what the peek found.
 func (l *connLimiter) admit(nc net.Conn, p peeked) net.Conn {
-	c := &limitedConn{Conn: nc, limiter: l}
+	c := &limitedConn{Conn: nc, limiter: l, admitted: MonotonicNow()}
 	complete := p == peekedComplete
 	l.mu.Lock()
 	l.held++

@@ -91,6 +91,17 @@ func (c *connCalls) urgent() bool {
 	return n == 1
 }
 
+// descriptorOf is nc's descriptor, for the room, or -1 where it has none.
+func descriptorOf(nc net.Conn) int32 {
+	fd := int32(-1)
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			_ = rc.Control(func(d uintptr) { fd = int32(d) })
+		}
+	}
+	return fd
+}
+
 // result returns the count and error of the call just made, given the
 // error of the RawConn's Read or Write around it (only a closed
 // connection's), and lets go of the call's buffer.
