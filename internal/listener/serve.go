@@ -20,10 +20,12 @@
 //     would, in the room, then closes it.
 //
 // net/http, behind a bound on its connections with eviction (slots.go) and
-// guards against its own holds (guards.go), gets only the requests
-// request.go does not parse, malformed ones whose exact refusal is
-// net/http's to write; outside Linux, where there is no room, it gets
-// every connection.
+// guards against its own holds (guards.go), gets only what request.go
+// cannot read: a request outside its subset (malformed ones among them,
+// whose exact refusal is net/http's to write), a partial header whose
+// client has shut its side, a header with an urgent byte. What it answers
+// with a body is then held in the room as above. Outside Linux, where
+// there is no room, it gets every connection.
 package listener
 
 import (
