@@ -8,10 +8,8 @@ import (
 )
 
 // connCalls makes the system calls of a goroutine that takes connections
-// in (see reader): the peek and, for a connection answered or refused
-// before net/http has it, the read and the write.
-// The connection's syscall.RawConn is got once, by peek, and serves all
-// three. Each call's inputs and results are fields and its callback a
+// in (see reader): the peek, the read and the write. The connection's
+// syscall.RawConn is got once, by peek, and serves all three. Each call's inputs and results are fields and its callback a
 // method value bound once, so that passing it to the RawConn allocates no
 // closure: the RawConn is the only allocation of ours per connection
 // (TestAcceptCallsAllocate). A connCalls is its reader's goroutine's.
@@ -37,16 +35,8 @@ func newConnCalls() *connCalls {
 // waiting, for the end of a request header, and returns what it found and
 // how many bytes it looked at, from the start of buf. buf, maxRequestBytes
 // long, bounds how much is looked at. It makes nc the connection that read
-// and write act on.
-//
-// A connection accepted with its request complete is protected from
-// eviction before its goroutine has even run, which on a busy machine can
-// come after many newer connections have been accepted; one whose first
-// maxRequestBytes hold no end of header, or more than maxHeaderLines, is
-// refused before net/http spends a goroutine and its buffers on it. One
-// without a whole header waits in the waiting room, and one whose client has
-// already gone, with a FIN and nothing before it or with a reset, is
-// closed at once: net/http would read nothing from it but its end.
+// and write act on. What is done with what it finds is settle's, the
+// room's and Accept's to say.
 func (c *connCalls) peek(nc net.Conn, buf []byte) (peeked, int) {
 	c.rc, c.fd = nil, -1
 	sc, ok := nc.(syscall.Conn)
