@@ -63,14 +63,22 @@ func (c *limitedConn) holdAfter(r *http.Request) {
 		closes:  r.Close,
 		expect:  r.ProtoAtLeast(1, 1) && strings.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue"),
 	}
-	c.hold, c.drain = holdFor(&req, c.body)
+	kind, d := holdFor(&req, c.body)
+	c.limiter.mu.Lock()
+	c.hold, c.drain = kind, d
+	c.limiter.mu.Unlock()
 }
 
 // Close closes c, or, where it is to be held after its answer
 // (holdAfter), hands it to the room instead, which closes it in time; for
-// net/http it is closed either way.
+// net/http it is closed either way. Once: Server.Close may close it too,
+// from another goroutine.
 func (c *limitedConn) Close() error {
-	if c.hold == holdNone || !c.limiter.room.hold(c.Conn, c.hold, c.drain, c.admitted) {
+	c.limiter.mu.Lock()
+	kind, d := c.hold, c.drain
+	c.hold = holdNone
+	c.limiter.mu.Unlock()
+	if kind == holdNone || !c.limiter.room.hold(c.Conn, kind, d, c.admitted) {
 		return c.Conn.Close()
 	}
 	return nil
@@ -136,8 +144,8 @@ type limitedConn struct {
 	body    []byte        // what has been read past the header, with a room
 
 	admitted int64    // MonotonicNow when admitted, about its accept
-	hold     holdKind // what the room is to do once net/http closes it
-	drain    drain
+	hold     holdKind // what the room is to do once net/http closes it; guarded by limiter.mu
+	drain    drain    // guarded by limiter.mu
 }
 
 // connList is a list of connections in slots, oldest first.
