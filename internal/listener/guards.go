@@ -114,6 +114,11 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 func (c *limitedConn) refuse() error {
 	if !c.refused && c.limiter.stillWaiting(c) {
 		_, _ = io.WriteString(c.Conn, response431)
+		if c.limiter.room != nil { // net/http's linger after its 431 (hold.go)
+			c.limiter.mu.Lock()
+			c.hold = holdLinger
+			c.limiter.mu.Unlock()
+		}
 	}
 	c.refused = true
 	return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errRequestTooLarge}

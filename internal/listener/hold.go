@@ -23,9 +23,8 @@ import "time"
 //     (headerTimeout from accept); then closed, at once when the body
 //     ended, else after a linger (from Go 1.27 on any failure, in Go 1.26
 //     only at maxDrain: failedDrain, drainGivesUpAt);
-//   - but with Expect: 100-continue (never answered with 100: the handler
-//     reads no body) net/http never lingers, since its check for an early
-//     close finds the Expect wrapper where it looks for the body.
+//   - with Expect: 100-continue (never answered with 100: the handler
+//     reads no body), Go 1.26's never lingers (expectLingers).
 //
 // maxDrain is net/http's maxPostHandlerReadBytes: the most body it reads
 // after an answer before it gives up on the connection.
@@ -49,7 +48,7 @@ const (
 // holdFor is what follows the answer to req, whose first present bytes of
 // body have already arrived.
 func holdFor(req *request, present []byte) (holdKind, drain) {
-	d := drain{chunked: req.chunked, owed: req.length, noLinger: req.expect}
+	d := drain{chunked: req.chunked, owed: req.length, noLinger: req.expect && !expectLingers}
 	switch {
 	case !req.chunked && (req.length == 0 || req.closes):
 		return holdNone, d
@@ -64,13 +63,14 @@ func holdFor(req *request, present []byte) (holdKind, drain) {
 // reader does, with its caps, without keeping a byte of it.
 type drain struct {
 	chunked  bool
-	noLinger bool  // Expect: 100-continue
+	noLinger bool  // Expect: 100-continue, before Go 1.27
 	owed     int64 // bytes of Content-Length, or of the current chunk, still to come
 	read     int64 // body bytes read (chunk data, not framing), against drainGivesUpAt
 	state    chunkState
-	line     int   // bytes of the current chunk-size line, or of the trailer
-	digits   int   // hex digits of the current chunk size
-	excess   int64 // framing beyond net/http's allowance, against maxChunkExcess
+	line     int    // bytes of the current chunk-size line, or of the trailer
+	digits   int    // hex digits of the current chunk size
+	size     uint64 // the current chunk size, as read so far
+	excess   int64  // framing beyond net/http's allowance, against maxChunkExcess
 	// In a chunk-size line: a CR seen (which must come last), white space
 	// or ';' seen, and a byte net/http refuses, found once the line ends.
 	cr, space, extension, bad bool
@@ -100,7 +100,7 @@ const (
 )
 
 // giveUp is what follows once net/http would stop reading, having not
-// reached the body's end: kind, but never a linger with an Expect.
+// reached the body's end: kind, but no linger where net/http has none.
 func (d *drain) giveUp(kind holdKind) holdKind {
 	if kind == holdLinger && d.noLinger {
 		return holdNone
@@ -184,19 +184,21 @@ func (d *drain) next(c byte) chunkState {
 	case d.space || d.digits == 16 || unhex(c) < 0:
 		d.bad = true
 	default:
-		// Saturated: a chunk of 2⁵⁸ bytes is drained to its cap as surely
-		// as a larger one.
-		d.owed = min(d.owed, 1<<58)<<4 | int64(unhex(c))
+		d.size = d.size<<4 | uint64(unhex(c)) // 16 digits at most: no overflow
 		d.digits++
 	}
 	return chunkSize
 }
 
 // endSizeLine ends a chunk-size line at its LF, and counts its framing
-// against net/http's allowance.
+// against net/http's allowance, in its int64 arithmetic, which wraps for a
+// size past 2⁶³ and so fails such a chunk at once.
 func (d *drain) endSizeLine() chunkState {
 	ok := d.cr && d.digits > 0 && !d.bad
-	d.excess = max(0, d.excess+int64(d.line)+1-16-2*min(d.owed, maxChunkExcess))
+	d.excess = max(0, d.excess+int64(d.line)+1-(16+2*int64(d.size)))
+	// Saturated: a chunk of 2⁶² bytes is drained to its cap as surely as
+	// a larger one.
+	d.owed, d.size = int64(min(d.size, 1<<62)), 0
 	d.line, d.cr, d.extension, d.space, d.bad, d.digits = 0, false, false, false, false, 0
 	switch {
 	case !ok || d.excess > maxChunkExcess:

@@ -81,7 +81,7 @@ func TestDrainReadsChunksAsNetHTTP(t *testing.T) {
 		"zz\r\n", "zz", "x", " 5\r\nhello\r\n0\r\n\r\n", "5 ;x\r\nhello\r\n0\r\n\r\n", "5; x \r\nhello\r\n0\r\n\r\n",
 		"5\t\r\nhello\r\n0\r\n\r\n", "5\nhello\r\n0\r\n\r\n", "5\r\nhello\n0\r\n\r\n", "5\r\nhelloXY", "5\r\nhelloX",
 		"5\r\nhello\rX", "5\r\r\nhello\r\n0\r\n\r\n", "0\r\n\n", "0\r\nX: y\n\n", "0\r\nX: y\n\r\n",
-		"ffffffffffffffff\r\nab", "10000000000000000\r\n", "00000000000000005\r\nhello\r\n0\r\n\r\n", "0x5\r\n",
+		"ffffffffffffffff\r\nab", "ffffffffffff0000\r\nab", "8000000000000000\r\nab", "7fffffffffffffff\r\nab", "10000000000000000\r\n", "00000000000000005\r\nhello\r\n0\r\n\r\n", "0x5\r\n",
 		";\r\n", "\r\n", "0\r\n" + strings.Repeat("X: y\r\n", 700) + "\r\n", "0\r\n" + strings.Repeat("X: y\r\n", 600),
 		strings.Repeat("1;"+strings.Repeat("e", 4000)+"\r\nX\r\n", 6) + "0\r\n\r\n",
 		strings.Repeat("1;"+strings.Repeat("e", 4000)+"\r\nX\r\n", 3) + "0\r\n\r\n",
@@ -111,12 +111,12 @@ func TestDrainGivesUpAsNetHTTP(t *testing.T) {
 		{"a declared body, whole", request{length: 10}, "0123456789", holdNone},
 		{"a declared body of maxDrain, whole", request{length: maxDrain}, whole, map[bool]holdKind{true: holdLinger, false: holdNone}[drainGivesUpAt == maxDrain]},
 		{"a declared body past maxDrain", request{length: maxDrain + 1}, "", holdLinger},
-		{"the same with Expect", request{length: maxDrain + 1, expect: true}, "", holdNone},
+		{"the same with Expect", request{length: maxDrain + 1, expect: true}, "", map[bool]holdKind{true: holdLinger, false: holdNone}[expectLingers]},
 		{"a declared body, in part", request{length: 10}, "01234", holdDrain},
 		{"a chunked body of maxDrain, then its end", request{chunked: true}, "40000\r\n" + whole + "\r\n0\r\n\r\n", map[bool]holdKind{true: holdLinger, false: holdNone}[drainGivesUpAt == maxDrain]},
 		{"a chunked body past maxDrain", request{chunked: true}, "40001\r\n" + whole + "a", holdLinger},
 		{"a malformed chunk", request{chunked: true}, "zz\r\n", failedDrain},
-		{"a malformed chunk, with Expect", request{chunked: true, expect: true}, "zz\r\n", holdNone},
+		{"a malformed chunk, with Expect", request{chunked: true, expect: true}, "zz\r\n", map[bool]holdKind{true: failedDrain, false: holdNone}[expectLingers]},
 		{"a declared body, Connection: close", request{length: 10, closes: true}, "", holdNone},
 	} {
 		kind, _ := holdFor(&tc.req, []byte(tc.body))

@@ -10,8 +10,11 @@ func limitHeaderValues(*http.Server) {}
 
 // What Go 1.26's net/http does when its drain of a body after the answer
 // fails (see hold.go): it closes at once, and lingers only once it has
-// read maxDrain bytes without reaching the end.
+// read maxDrain bytes without reaching the end; and never with Expect:
+// 100-continue, since its check for an early close finds the Expect
+// wrapper where it looks for the body.
 const (
 	failedDrain    = holdNone
 	drainGivesUpAt = maxDrain
+	expectLingers  = false
 )

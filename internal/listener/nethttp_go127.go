@@ -19,4 +19,5 @@ func limitHeaderValues(srv *http.Server) { srv.MaxHeaderValueCount = maxRequestB
 const (
 	failedDrain    = holdLinger
 	drainGivesUpAt = maxDrain + 1
+	expectLingers  = true
 )

@@ -87,7 +87,10 @@ type request struct {
 	chunked  bool   // Transfer-Encoding: chunked
 	closes   bool   // HTTP/1.0, or Connection: close
 	expect   bool   // Expect: 100-continue
-	header   int    // the header's length, blank line included
+	// expectFailed: an Expect net/http refuses with 417, before and
+	// instead of the handler.
+	expectFailed bool
+	header       int // the header's length, blank line included
 }
 
 // knownMethods are the methods parseRequest takes, each as the constant it
@@ -126,9 +129,9 @@ var knownMethods = [...]string{
 //     Content-Length: every other framing (two lengths, a sign, another
 //     coding) is one net/http refuses or reads by rules of its own, and
 //     where request smuggling lives.
-//   - No Trailer or Upgrade header, and an Expect only of "100-continue"
-//     on HTTP/1.1: net/http answers 417 to any other, and a protocol
-//     switch is never a probe.
+//   - No Trailer or Upgrade header (a protocol switch is never a probe),
+//     and at most one non-empty Expect, "100-continue" only on HTTP/1.1:
+//     net/http answers 417 to any other, with no handler.
 //   - At most one Connection header, a list of tokens, and for HTTP/1.1
 //     only: on Go 1.26 net/http answers a 1.0 request that asks for
 //     keep-alive with "Connection: keep-alive", even though it then
@@ -146,7 +149,7 @@ func parseRequest(req []byte) (request, bool) {
 	if !ok || !r.parseRequestLine(line) {
 		return r, false
 	}
-	var hosts, lengths, codings, connections int
+	var hosts, lengths, codings, connections, expects int
 	for {
 		line, rest, ok = cutLine(rest)
 		if !ok {
@@ -175,8 +178,10 @@ func parseRequest(req []byte) (request, bool) {
 			r.closes, ok = connectionCloses(value)
 			ok = ok && !r.http10
 		case equalFoldASCII(name, "Expect"):
-			r.expect = equalFoldASCII(value, "100-continue")
-			ok = r.expect && !r.http10
+			expects++
+			r.expect = hasToken(value, "100-continue")
+			r.expectFailed = !r.expect
+			ok = len(value) > 0 && (r.expectFailed || !r.http10)
 		case equalFoldASCII(name, "Trailer"), equalFoldASCII(name, "Upgrade"):
 			ok = false
 		}
@@ -184,7 +189,7 @@ func parseRequest(req []byte) (request, bool) {
 			return r, false
 		}
 	}
-	if hosts > 1 || hosts == 0 && !r.http10 || lengths+codings > 1 || connections > 1 {
+	if hosts > 1 || hosts == 0 && !r.http10 || lengths+codings > 1 || connections > 1 || expects > 1 {
 		return r, false
 	}
 	r.closes = r.closes || r.http10
@@ -217,6 +222,19 @@ func (r *request) parseRequestLine(line []byte) bool {
 	path, query, _ := bytes.Cut(line, []byte("?"))
 	r.path, r.rawQuery = path, query
 	return len(path) > 0 && path[0] == '/' && allIn(path, &pathBytes) && allIn(query, &queryBytes)
+}
+
+// hasToken reports whether v, a comma-separated list, holds token,
+// ignoring ASCII case, as net/http reads Expect and Connection.
+func hasToken(v []byte, token string) bool {
+	for len(v) > 0 {
+		var t []byte
+		t, v, _ = bytes.Cut(v, []byte(","))
+		if equalFoldASCII(bytes.Trim(t, " \t"), token) {
+			return true
+		}
+	}
+	return false
 }
 
 // connectionCloses reads a Connection value, a comma-separated list of
