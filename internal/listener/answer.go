@@ -104,7 +104,7 @@ func (r *reader) respond(b []byte) ([]byte, *atomic.Uint64, request, bool) {
 		return nil, nil, req, false
 	}
 	if req.expectFailed {
-		r.out = r.append417(r.out[:0], &req, time.Now())
+		r.out = r.append417(r.out[:0], time.Now())
 		return r.out, &uncounted, req, true
 	}
 	resp, counter := r.route(req.method, req.path, req.rawQuery)
@@ -145,11 +145,7 @@ func (r *reader) appendAnswer(dst []byte, req *request, resp *Response, now time
 
 // append417 appends net/http's answer to an Expect it does not support,
 // which it writes without the handler, so counts nowhere (uncounted).
-func (r *reader) append417(dst []byte, req *request, now time.Time) []byte {
-	if req.http10 {
-		dst = append(dst, "HTTP/1.0 417 Expectation Failed\r\nDate: "...)
-		return append(append(dst, r.dateOf(now)...), "\r\n\r\n"...)
-	}
+func (r *reader) append417(dst []byte, now time.Time) []byte {
 	dst = append(dst, "HTTP/1.1 417 Expectation Failed\r\nDate: "...)
 	return append(append(dst, r.dateOf(now)...), "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"...)
 }

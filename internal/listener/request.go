@@ -130,8 +130,9 @@ var knownMethods = [...]string{
 //     coding) is one net/http refuses or reads by rules of its own, and
 //     where request smuggling lives.
 //   - No Trailer or Upgrade header (a protocol switch is never a probe),
-//     and at most one non-empty Expect, "100-continue" only on HTTP/1.1:
-//     net/http answers 417 to any other, with no handler.
+//     and at most one non-empty Expect, on HTTP/1.1 only: net/http answers
+//     417 to any but "100-continue", with no handler, and in HTTP/1.0
+//     words of its own.
 //   - At most one Connection header, a list of tokens, and for HTTP/1.1
 //     only: on Go 1.26 net/http answers a 1.0 request that asks for
 //     keep-alive with "Connection: keep-alive", even though it then
@@ -181,7 +182,7 @@ func parseRequest(req []byte) (request, bool) {
 			expects++
 			r.expect = hasToken(value, "100-continue")
 			r.expectFailed = !r.expect
-			ok = len(value) > 0 && (r.expectFailed || !r.http10)
+			ok = len(value) > 0 && !r.http10
 		case equalFoldASCII(name, "Trailer"), equalFoldASCII(name, "Upgrade"):
 			ok = false
 		}
