@@ -204,3 +204,45 @@ func TestNetHTTPAnswersAreHeldToo(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownWaitsOutHolds: a connection held after its answer when ctx
+// ends is held to its time still, as a plain server's Shutdown waits for
+// it, and only then closed, with a FIN; Serve returns once it is. Tested
+// on both sides: not before the hold's end, and within holdMargin of it.
+func TestShutdownWaitsOutHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name, request string
+		ends          time.Duration // after the dial, at the earliest
+	}{
+		{"a declared body never sent", "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n", headerTimeout},
+		{"a header over the cap, lingered on", "GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", maxRequestBytes) + "\r\n\r\n", rstAvoidanceDelay},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := serveTest(t, nil, Options{})
+			start := time.Now()
+			c, err := net.Dial("tcp", s.addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = io.WriteString(c, tc.request)
+			require.NoError(t, err)
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			answered := time.Now()
+
+			returned := make(chan error, 1)
+			go func() { returned <- s.stop() }()
+			select {
+			case err := <-returned:
+				assert.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve did not return")
+			}
+			assert.GreaterOrEqual(t, time.Since(start), tc.ends, "let go before the hold's end")
+			assert.Less(t, time.Since(answered), tc.ends+holdMargin, "held long past its end")
+			_, err = io.Copy(io.Discard, c)
+			assert.NoError(t, err, "a FIN, not a reset")
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -49,9 +50,12 @@ type room struct {
 	byID      map[uint64]*waiter // either, by the id the epoll set reports
 	lastID    uint64             // ids are never reused: see drop
 	armed     int64              // the epoll set's deadline; 0 for none
-	closed    bool               // Serve stopping, or the epoll set failed: nothing waits
+	stopping  bool               // Serve stopping: only answered connections join
+	finishing bool               // net/http done too: the goroutine ends once the room is empty
+	closed    bool               // ended, or the epoll set failed: nothing joins
 	fullLog   logGate
-	expired   []*waiter // expire's scratch
+	expired   []*waiter     // expire's scratch
+	ended     chan struct{} // closed as the room's goroutine returns
 }
 
 // waiter is a connection in the room.
@@ -81,13 +85,13 @@ func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
 		}
 		return nil
 	}
-	return &room{l: l, set: p, size: size, reader: newReader(answer), byID: make(map[uint64]*waiter)}
+	return &room{l: l, set: p, size: size, reader: newReader(answer), byID: make(map[uint64]*waiter), ended: make(chan struct{})}
 }
 
 // add has nc, accepted at accepted, wait, its header not whole
 // (holdNone), or be held after its answer (kind, d), and reports whether
-// it does; it does not when nc has no descriptor to watch or the room is
-// closed. Full, the room closes the connection that has waited longest to
+// it does; it does not when nc has no descriptor to watch, the room is
+// closed, or, Serve stopping, nc awaits its header. Full, the room closes the connection that has waited longest to
 // make room.
 func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64) bool {
 	if fd < 0 {
@@ -100,7 +104,7 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64
 		w.deadline, list = now+int64(rstAvoidanceDelay), &r.lingering
 	}
 	r.mu.Lock()
-	if r.closed {
+	if r.closed || r.stopping && kind == holdNone {
 		r.mu.Unlock()
 		return false
 	}
@@ -152,9 +156,12 @@ func (r *room) oldest() *waiter {
 }
 
 // run is the room's goroutine: it waits for the epoll set to report
-// arrivals, or for the oldest deadline, and deals with each.
+// arrivals, or for the oldest deadline, and deals with each, until the
+// room is closed or finished.
 func (r *room) run() {
 	defer r.l.goroutines.Done()
+	defer close(r.ended)
+	defer r.set.close()
 	for {
 		ready, err := r.set.wait()
 		if r.isClosed() {
@@ -172,7 +179,9 @@ func (r *room) run() {
 		for _, ev := range ready {
 			r.examine(ev)
 		}
-		r.expire()
+		if r.expire() {
+			return
+		}
 	}
 }
 
@@ -252,8 +261,9 @@ func (r *room) next(w *waiter, kind holdKind) {
 // arms the epoll set for the next deadline: a header never completed is
 // closed, as net/http's ReadHeaderTimeout does; a body never completed
 // ends as net/http's drain does when its read deadline passes
-// (failedDrain); a linger ends in the close.
-func (r *room) expire() {
+// (failedDrain); a linger ends in the close. It reports whether the room,
+// finishing, is empty, and so closed.
+func (r *room) expire() (finished bool) {
 	now := MonotonicNow()
 	r.mu.Lock()
 	expired := r.expired[:0]
@@ -280,6 +290,8 @@ func (r *room) expire() {
 		r.armed = next
 	}
 	r.expired = expired
+	finished = r.finishing && next == 0
+	r.closed = r.closed || finished
 	r.mu.Unlock()
 	for i, w := range expired {
 		if w.hold == holdNone {
@@ -288,6 +300,7 @@ func (r *room) expire() {
 		_ = w.nc.Close()
 		expired[i] = nil
 	}
+	return finished
 }
 
 // arm sets the epoll set's deadline to deadline, if none is set or it comes
@@ -377,8 +390,46 @@ func (r *room) fail(err error) {
 	}
 }
 
+// stop closes what awaits its header, which has nothing to answer and
+// would hold Serve's shutdown until its header timeout, and lets no more
+// join. What has been answered stays held to its time, as a plain
+// server's Shutdown waits for its connections to close: closed at once,
+// one with unread bytes would send a reset that can destroy its answer.
+func (r *room) stop() {
+	r.mu.Lock()
+	r.stopping = true
+	var waiters []*waiter
+	for w := r.waiting.front(); w != nil; {
+		next := w.next
+		if w.hold == holdNone {
+			r.drop(w)
+			waiters = append(waiters, w)
+		}
+		w = next
+	}
+	r.mu.Unlock()
+	for _, w := range waiters {
+		_ = w.nc.Close()
+	}
+}
+
+// finish lets the room's goroutine end once the last connection it holds
+// has been let go, net/http having handed back all it will, and waits for
+// that, or for ctx's end, Serve's shutdown bound, and then closes the rest.
+func (r *room) finish(ctx context.Context) {
+	r.mu.Lock()
+	r.finishing = true
+	r.arm(MonotonicNow()) // the goroutine may wait with no deadline: wake it to look
+	r.mu.Unlock()
+	select {
+	case <-r.ended:
+	case <-ctx.Done():
+		r.close()
+	}
+}
+
 // close closes every connection in the room, then the epoll set, which ends
-// the room's goroutine: Serve is stopping.
+// the room's goroutine.
 func (r *room) close() {
 	all, _ := r.takeAll()
 	for _, w := range all {

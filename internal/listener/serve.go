@@ -185,6 +185,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 		_ = srv.Close()
 	}
 	<-served
+	l.finish(shutdownCtx)
 	l.wait()
 	return nil
 }

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -321,6 +322,9 @@ func (l *connLimiter) release(c *limitedConn) {
 // and would only hold Serve's shutdown until their header timeout.
 func (l *connLimiter) shutdown() {
 	l.stop()
+	if l.room != nil {
+		l.room.stop()
+	}
 	l.mu.Lock()
 	l.closing = true
 	var victims []*limitedConn
@@ -335,27 +339,31 @@ func (l *connLimiter) shutdown() {
 	}
 }
 
-// stop ends the hand-off and closes the room, once.
-func (l *connLimiter) stop() {
-	l.stopOnce.Do(func() {
-		close(l.done)
-		if l.room != nil {
-			l.room.close()
-		}
-	})
-}
+// stop ends the hand-off, once.
+func (l *connLimiter) stop() { l.stopOnce.Do(func() { close(l.done) }) }
 
 // Close closes the listener, which ends the accepting goroutine's Accept,
-// and the room.
+// and the hand-off.
 func (l *connLimiter) Close() error {
 	err := l.Listener.Close()
 	l.stop()
 	return err
 }
 
-// wait returns once every goroutine the limiter started, and that of
-// every connection it gave net/http, has ended.
+// finish waits, until ctx's end at most, for the room to let go of what
+// it holds after an answer (room.finish); net/http must have stopped.
+func (l *connLimiter) finish(ctx context.Context) {
+	if l.room != nil {
+		l.room.finish(ctx)
+	}
+}
+
+// wait closes the room, and returns once every goroutine the limiter
+// started, and that of every connection it gave net/http, has ended.
 func (l *connLimiter) wait() {
+	if l.room != nil {
+		l.room.close()
+	}
 	l.goroutines.Wait()
 	if l.handoff != nil {
 		for len(l.handoff) > 0 { // handed on after net/http's last Accept
