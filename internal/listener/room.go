@@ -1,7 +1,6 @@
 package listener
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -10,34 +9,16 @@ import (
 	"time"
 )
 
-// maxWaiting is the most connections the waiting room holds, whatever the
-// descriptor limit: each costs a descriptor and the kernel's socket and
-// receive buffer (docs/performance.md measures them), never a goroutine.
-const maxWaiting = 4096
-
-// roomSize is how many connections may wait for a whole header beside
-// limit slots, for a soft descriptor limit of soft (0 when unknown): what
-// is left of three quarters of soft, so that a quarter stays the agent's,
-// and at most maxWaiting.
-func roomSize(soft uint64, limit int) int {
-	if soft == 0 || soft > 4*maxWaiting {
-		return maxWaiting
-	}
-	return min(maxWaiting, max(1, int(soft*3/4)-limit))
-}
-
-// A room holds accepted connections without a goroutine or a buffer
-// each: those whose request header has not arrived whole, and those
-// answered that net/http would still hold (hold.go). Their bytes stay in
-// the kernel's receive buffer, and the room's epoll set (epollSet) reports
-// each arrival, on which the room's goroutine peeks again, or drains a
-// body. A connection leaves once its header is whole (answered, or handed
-// to net/http), its client has gone, headerTimeout has passed since its
-// accept (closed, as net/http's read deadline would), its hold ends, or,
+// A room holds accepted connections without a goroutine or a buffer of
+// their own: those whose header has not arrived whole, and those answered
+// that net/http would still hold (hold.go). Their bytes stay in the
+// kernel's receive buffer; the epoll set reports each arrival, on which
+// the room's goroutine peeks again, or drains a body. A connection leaves
+// once its header is whole (answered, or handed to net/http), its client
+// has gone, headerTimeout has passed since its accept, its hold ends, or,
 // the room being full, it is the oldest (closed: an eviction). Holding
-// instead of evicting is what keeps a flood from turning into a reconnect
-// storm: evicted from goroutines, one cost many times a plain server's
-// CPU (SPEC v4).
+// rather than evicting is what keeps a flood from becoming a reconnect
+// storm, which cost many times a plain server's CPU (SPEC v4).
 type room struct {
 	l      *connLimiter
 	set    *epollSet
@@ -74,9 +55,8 @@ type waiterList = list[waiter, *waiter]
 // makeEpollSet is newEpollSet, but where a test makes it fail.
 var makeEpollSet = newEpollSet
 
-// newRoom returns l's waiting room of size, or nil where none can be
-// made: outside Linux quietly, on Linux with a warning, and l's slots then
-// hold what waits, evicted under a flood.
+// newRoom returns l's room of size, or nil where none can be made: outside
+// Linux quietly, on Linux with a warning; l's slots then hold what waits.
 func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
 	p, err := makeEpollSet()
 	if err != nil {
@@ -88,11 +68,10 @@ func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
 	return &room{l: l, set: p, size: size, reader: newReader(answer), byID: make(map[uint64]*waiter), ended: make(chan struct{})}
 }
 
-// add has nc, accepted at accepted, wait, its header not whole
-// (holdNone), or be held after its answer (kind, d), and reports whether
-// it does; it does not when nc has no descriptor to watch, the room is
-// closed, or, Serve stopping, nc awaits its header. Full, the room closes the connection that has waited longest to
-// make room.
+// add has nc, accepted at accepted, wait for its header (holdNone), or be
+// held after its answer (kind, d), and reports whether it does: not when
+// nc has no descriptor, the room is closed, or, Serve stopping, nc awaits
+// its header. Full, the room first closes its oldest (see oldest).
 func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64) bool {
 	if fd < 0 {
 		return false
@@ -135,8 +114,8 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64
 }
 
 // hold takes nc, answered by net/http, to hold as net/http would have
-// (kind, d, hold.go), and reports whether it did; if not (no room, or
-// Serve stopping), nc is the caller's to close.
+// (kind, d), and reports whether it did; if not, nc is the caller's to
+// close.
 func (r *room) hold(nc net.Conn, kind holdKind, d drain, accepted int64) bool {
 	if r == nil {
 		return false
@@ -146,8 +125,8 @@ func (r *room) hold(nc net.Conn, kind holdKind, d drain, accepted int64) bool {
 }
 
 // oldest is the connection to evict: the oldest lingering one, answered
-// and within half a second of its close, else the one that has waited
-// longest for a header or a body. r.mu must be held.
+// and soon closed anyway, else the one that has waited longest. r.mu must
+// be held.
 func (r *room) oldest() *waiter {
 	if w := r.lingering.front(); w != nil {
 		return w
@@ -164,15 +143,17 @@ func (r *room) run() {
 	defer r.set.close()
 	for {
 		ready, err := r.set.wait()
-		if r.isClosed() {
-			return
-		}
+		r.mu.Lock()
+		closed := r.closed
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// Spent: expire arms it anew, even for the same deadline.
-			r.mu.Lock()
-			r.armed = 0
-			r.mu.Unlock()
-		} else if err != nil {
+			r.armed = 0 // spent: expire arms it anew, even for the same deadline
+			err = nil
+		}
+		r.mu.Unlock()
+		switch {
+		case closed:
+			return
+		case err != nil:
 			r.fail(err)
 			return
 		}
@@ -185,11 +166,11 @@ func (r *room) run() {
 	}
 }
 
-// examine deals with the connection ev reports: one awaiting its header
-// is peeked at again (answer), one held for its body drained, and one
-// lingering left unread, as net/http's is. It runs under r.mu, system
-// calls and all, so that no eviction closes a connection halfway through;
-// only the hand-off to net/http, which may wait, comes after.
+// examine deals with the connection ev reports: one awaiting its header is
+// peeked at again, one held for its body drained, and one lingering left
+// unread, as net/http's is. It runs under r.mu, system calls and all, so
+// that no eviction closes a connection halfway through; only the hand-off
+// to net/http, which may wait, comes after.
 func (r *room) examine(ev readyEvent) {
 	r.mu.Lock()
 	w := r.byID[ev.id]
@@ -209,13 +190,12 @@ func (r *room) examine(ev readyEvent) {
 }
 
 // answer peeks again at w, awaiting its header, and settles it once its
-// header is whole, too large, or its client has gone. A reset one is
-// closed unpeeked: its receive queue may still hold part of a header, but
-// no one is left to answer. What settle does not take is to be handed to
-// net/http, as p: one whose client shut its sending side after part of a
-// header, net/http answers at once (a 400), so it takes an answering slot,
-// never a waiting one that a burst of them would have evicted. r.mu must
-// be held.
+// header is whole, too large, or its client has gone (a reset one
+// unpeeked: no one is left to answer). What settle does not take is to be
+// handed to net/http, as p. A partial header whose client shut its side
+// is handed as complete: net/http answers it at once (a 400), so it must
+// take an answering slot, never a waiting one that a burst of them would
+// have evicted. r.mu must be held.
 func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	p, n := peekedClosed, 0
 	if !ev.failed {
@@ -313,12 +293,11 @@ func (r *room) arm(deadline int64) {
 }
 
 // drop stops holding w. It stays in the epoll set until its socket
-// closes, as the kernel removes a socket whose every reference has gone:
-// removing it would cost a system call a connection. The epoll set may
-// report it once more, by an id that is never used again, so the report
-// is ignored, even where a child between fork and exec (an agent runs ip,
-// wg, iptables) keeps the socket open and its descriptor number is reused
-// for a newer connection. r.mu must be held.
+// closes, which saves a system call a connection; the kernel removes it
+// then. A later report of it carries an id never used again, so it is
+// ignored, even where a child between fork and exec (an agent runs ip, wg,
+// iptables) keeps the socket open and its descriptor number is reused.
+// r.mu must be held.
 func (r *room) drop(w *waiter) {
 	if w.hold == holdLinger {
 		r.lingering.remove(w)
@@ -328,9 +307,9 @@ func (r *room) drop(w *waiter) {
 	delete(r.byID, w.id)
 }
 
-// closeOldest closes the connection that has waited longest, counted as
-// an eviction, and reports whether there was one: the first descriptor to
-// give back when accept runs out of them.
+// closeOldest closes the oldest connection, an eviction, and reports
+// whether there was one: the first descriptor to give back when accept
+// runs out of them.
 func (r *room) closeOldest() bool {
 	r.mu.Lock()
 	w := r.oldest()
@@ -346,35 +325,37 @@ func (r *room) closeOldest() bool {
 	return true
 }
 
-func (r *room) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
-}
-
-// takeAll closes the room to newcomers and returns every connection in
-// it, no longer watched, for the caller to close or hand on.
-func (r *room) takeAll() (all []*waiter, first bool) {
-	r.mu.Lock()
-	first = !r.closed
-	r.closed = true
-	for w := r.oldest(); w != nil; w = r.oldest() {
-		r.drop(w)
-		all = append(all, w)
+// take drops and returns, under r.mu, the connections awaiting their
+// header, or with all every connection.
+func (r *room) take(all bool) []*waiter {
+	var taken []*waiter
+	for _, list := range [...]*waiterList{&r.lingering, &r.waiting} {
+		for w := list.front(); w != nil; {
+			next := w.next
+			if all || w.hold == holdNone {
+				r.drop(w)
+				taken = append(taken, w)
+			}
+			w = next
+		}
 	}
-	r.mu.Unlock()
-	return all, first
+	return taken
 }
 
 // fail gives up the room after its epoll set failed, which no client can
-// make it do, and logs it once. What awaits a header goes to net/http, as
-// it does where there is no room, rather than being closed: a probe among
-// them is still answered; what was answered is closed.
+// cause, and logs it. What awaits a header goes to net/http, as where
+// there is no room, so that a probe among them is still answered; what was
+// answered is closed.
 func (r *room) fail(err error) {
-	all, first := r.takeAll()
-	if first {
-		r.l.log(slog.LevelError, "health: the waiting room failed; connections without a whole request will wait in connection slots, evicted under a flood", "err", err)
+	r.mu.Lock()
+	if r.closed { // Serve closed the set
+		r.mu.Unlock()
+		return
 	}
+	r.closed = true
+	all := r.take(true)
+	r.mu.Unlock()
+	r.l.log(slog.LevelError, "health: the waiting room failed; connections without a whole request will wait in connection slots, evicted under a flood", "err", err)
 	for i, w := range all {
 		if w.hold != holdNone {
 			_ = w.nc.Close()
@@ -388,52 +369,4 @@ func (r *room) fail(err error) {
 			return
 		}
 	}
-}
-
-// stop closes what awaits its header, which has nothing to answer and
-// would hold Serve's shutdown until its header timeout, and lets no more
-// join. What has been answered stays held to its time, as a plain
-// server's Shutdown waits for its connections to close: closed at once,
-// one with unread bytes would send a reset that can destroy its answer.
-func (r *room) stop() {
-	r.mu.Lock()
-	r.stopping = true
-	var waiters []*waiter
-	for w := r.waiting.front(); w != nil; {
-		next := w.next
-		if w.hold == holdNone {
-			r.drop(w)
-			waiters = append(waiters, w)
-		}
-		w = next
-	}
-	r.mu.Unlock()
-	for _, w := range waiters {
-		_ = w.nc.Close()
-	}
-}
-
-// finish lets the room's goroutine end once the last connection it holds
-// has been let go, net/http having handed back all it will, and waits for
-// that, or for ctx's end, Serve's shutdown bound, and then closes the rest.
-func (r *room) finish(ctx context.Context) {
-	r.mu.Lock()
-	r.finishing = true
-	r.arm(MonotonicNow()) // the goroutine may wait with no deadline: wake it to look
-	r.mu.Unlock()
-	select {
-	case <-r.ended:
-	case <-ctx.Done():
-		r.close()
-	}
-}
-
-// close closes every connection in the room, then the epoll set, which ends
-// the room's goroutine.
-func (r *room) close() {
-	all, _ := r.takeAll()
-	for _, w := range all {
-		_ = w.nc.Close()
-	}
-	_ = r.set.close()
 }

@@ -250,19 +250,6 @@ func TestRoomHoldsAFullCrowd(t *testing.T) {
 	assert.Equal(t, uint64(1), r.counters.Evicted.Load())
 }
 
-// TestShutdownUnderFlood: Serve, its room full of clients that keep
-// coming, returns at once when its ctx ends, well within its bound.
-func TestShutdownUnderFlood(t *testing.T) {
-	floodTest(t)
-	s := serveTest(t, nil, Options{Limit: 8, room: 64})
-	stop := flood(t, s.addr, 256, stalled)
-	probetest.Eventually(t, func() bool { return s.counters.Evicted.Load() > 0 }, "the room full")
-	start := time.Now()
-	require.NoError(t, s.stop())
-	assert.Less(t, time.Since(start), time.Second, "Serve's shutdown")
-	stop()
-}
-
 // TestNoRoomWithoutEpoll: where the room cannot be made, Serve says so and
 // holds what waits in its slots, evicting the oldest, as outside Linux.
 func TestNoRoomWithoutEpoll(t *testing.T) {
@@ -339,24 +326,6 @@ func kernelMemory(t *testing.T) int64 {
 		}
 	}
 	return slabKiB<<10 + tcpPages*int64(os.Getpagesize())
-}
-
-// TestHandedOnAtShutdown: a connection handed on for net/http that its
-// Accept never took (Serve stopping) is closed by wait, not leaked.
-func TestHandedOnAtShutdown(t *testing.T) {
-	ln, err := Listen("127.0.0.1:0")
-	require.NoError(t, err)
-	l := newConnLimiter(ln, maxLimit, Options{Counters: new(Counters), Log: discardLog})
-	require.NotNil(t, l.room)
-	c, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = io.WriteString(c, "POST /readyz HTTP/1.1\r\nHost: x\r\n\r\n") // whole, and for net/http
-	require.NoError(t, err)
-	probetest.Eventually(t, func() bool { return len(l.handoff) == 1 }, "the connection handed on")
-	require.NoError(t, l.Close())
-	l.wait()
-	assert.True(t, probetest.ClosedByServer(c), "closed at shutdown")
 }
 
 // TestRoomFailureHandsOnWhatWaits: an epoll set that fails gives up the room,

@@ -1,31 +1,27 @@
 // Package listener is how bytes reach the probe handler: a listener that
-// no local process can use to cost the kubelet its probe, or the agent
-// its CPU, memory or descriptors. Anything that can reach the port can use
-// it, and a liveness probe that fails restarts the agent, whose restart
-// tears its data plane down; so every resource a connection holds is
-// bounded, and a flood costs the agent no more than a plain net/http
-// server.
+// no local process can use to cost the kubelet its probe, or the agent its
+// CPU, memory or descriptors, because a failed liveness probe restarts the
+// agent and its restart tears the data plane down. Every resource a
+// connection holds is bounded, and a flood costs no more than it costs a
+// plain net/http server.
 //
 // On Linux a probe takes one route, and each file says why its step is as
 // it is:
 //
-//   - accept.go accepts, with accept deferred until the first bytes
-//     arrive (deferaccept_linux.go), and peeks at them (MSG_PEEK);
+//   - accept.go accepts, deferred until the first bytes arrive
+//     (deferaccept_linux.go), and peeks at them;
 //   - room.go keeps a connection whose header is not yet whole, with no
-//     goroutine or buffer of its own, until it is, its client goes, 2 s
-//     pass, or room is needed;
+//     goroutine or buffer of its own;
 //   - request.go parses the header;
-//   - answer.go writes the answer net/http would write, byte for byte;
+//   - answer.go writes net/http's answer, byte for byte;
 //   - hold.go holds the connection after its answer as long as net/http
 //     would, in the room, then closes it.
 //
-// net/http, behind a bound on its connections with eviction (slots.go) and
-// guards against its own holds (guards.go), gets only what request.go
-// cannot read: a request outside its subset (malformed ones among them,
-// whose exact refusal is net/http's to write), a partial header whose
-// client has shut its side, a header with an urgent byte. What it answers
-// with a body is then held in the room as above. Outside Linux, where
-// there is no room, it gets every connection.
+// net/http, behind a bound with eviction (slots.go) and guards against its
+// own holds (guards.go), gets only what request.go cannot read: a request
+// outside its subset, malformed ones among them, a partial header whose
+// client has shut its side, a header with an urgent byte. Outside Linux it
+// gets every connection.
 package listener
 
 import (
@@ -45,8 +41,8 @@ import (
 const (
 	// headerTimeout bounds a request's arrival, from accept: the kubelet
 	// sends at once and gives up after 1 s by default, so longer only
-	// helps a slowloris client. It is net/http's ReadHeaderTimeout and
-	// ReadTimeout, so also where a plain server stops reading a body.
+	// helps a slowloris client. As net/http's ReadTimeout too, it is where
+	// a plain server stops reading a body.
 	headerTimeout = 2 * time.Second
 	// writeTimeout bounds the answer against a client that does not read.
 	writeTimeout = 2 * time.Second
@@ -63,8 +59,8 @@ const (
 type LogFunc func(level slog.Level, msg string, args ...any)
 
 // logGate lets a log line through at most once a minute: clients can
-// provoke each of Serve's warnings, and must not write to the agent's log
-// at will. Its owner's lock guards it.
+// provoke each of Serve's warnings, and must not fill the agent's log. Its
+// owner's lock guards it.
 type logGate struct{ last time.Time }
 
 // due reports whether the line may be written now, and if so starts the
@@ -77,8 +73,7 @@ func (g *logGate) due(now time.Time) bool {
 	return true
 }
 
-// Response is a fixed answer of the root's handler, as the short path
-// writes it.
+// Response is a fixed answer of the root's handler.
 type Response struct {
 	Status int
 	// Header holds the handler's header lines, each ending in CRLF, in
@@ -87,13 +82,11 @@ type Response struct {
 	Body   []byte
 }
 
-// AnswerFunc answers a request the short path parsed (one of its known
-// methods, and a path of unreserved bytes and '/', or "*", which net/http
-// would hand its handler unchanged) as the root's handler does, and
-// returns the counter that handler would count it in; or nil, for
-// net/http to serve the request.
-// It must not block, allocate or keep path and rawQuery, which are the
-// short path's buffer.
+// AnswerFunc answers a request parseRequest took, whose path net/http
+// would hand its handler unchanged, as the root's handler does, and
+// returns the counter that handler would count it in; or nil, for net/http
+// to serve the request. It must not block, allocate or keep path and
+// rawQuery, which are a reader's buffer.
 type AnswerFunc func(method string, path, rawQuery []byte) (*Response, *atomic.Uint64)
 
 // Counters are what Serve counts, for the root's Status. They are the
@@ -125,20 +118,17 @@ func MonotonicNow() int64 { return int64(time.Since(monotonicBase)) + 1 }
 // Options are what Serve needs from its caller.
 type Options struct {
 	Handler  http.Handler // what net/http serves
-	Answer   AnswerFunc   // plain probes answered at accept; nil answers none there
+	Answer   AnswerFunc   // nil: net/http answers everything
 	Counters *Counters
 	Log      LogFunc
-	// Limit is the bound on net/http's slots: DefaultLimit, or a
-	// test's smaller one.
-	Limit int
+	Limit    int // the bound on net/http's slots: DefaultLimit, or a test's
 
 	// room is the waiting room's size for a test: 0 for roomSize's, -1
 	// for none, as outside Linux.
 	room int
 }
 
-// DefaultLimit is the bound on net/http's slots for this process: see
-// connLimit.
+// DefaultLimit is the bound on net/http's slots for this process (limitFor).
 func DefaultLimit() int { return limitFor(softDescriptorLimit()) }
 
 // Listen binds addr over TCP with accept deferred from the first
@@ -175,9 +165,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 		return fmt.Errorf("serving %q: %w", ln.Addr().String(), err)
 	case <-ctx.Done():
 	}
-	// Connections without a whole request have nothing to answer and
-	// would hold Shutdown until their header timeout: close them first.
-	l.shutdown()
+	l.shutdown() // see shutdown.go
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -216,9 +204,8 @@ func newHTTPServer(handler http.Handler, log LogFunc) *http.Server {
 }
 
 // errorLogWriter is net/http's ErrorLog: its rare lines (a temporary
-// accept error, a handler's panic) come from the goroutine that accepts
-// connections or one holding a slot, so they go to the caller's LogFunc,
-// which never waits, at ERROR.
+// accept error, a handler's panic) go to the caller's LogFunc, which never
+// waits, at ERROR.
 type errorLogWriter LogFunc
 
 func (w errorLogWriter) Write(p []byte) (int, error) {

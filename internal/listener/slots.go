@@ -1,7 +1,6 @@
 package listener
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +24,21 @@ func limitFor(soft uint64) int {
 		return maxLimit
 	}
 	return max(1, int(soft/4))
+}
+
+// maxWaiting is the most connections the room holds, whatever the
+// descriptor limit: each costs a descriptor and the kernel's socket and
+// receive buffer (docs/performance.md measures them).
+const maxWaiting = 4096
+
+// roomSize is the room's size beside limit slots, for a soft descriptor
+// limit of soft (0 when unknown): what is left of three quarters of soft,
+// so that a quarter stays the agent's, and at most maxWaiting.
+func roomSize(soft uint64, limit int) int {
+	if soft == 0 || soft > 4*maxWaiting {
+		return maxWaiting
+	}
+	return min(maxWaiting, max(1, int(soft*3/4)-limit))
 }
 
 // slotState is where a connection in a slot stands, which decides whether
@@ -315,66 +329,4 @@ func (l *connLimiter) release(c *limitedConn) {
 	l.held--
 	l.counters.Held.Add(-1)
 	l.released.Broadcast() // Accept and wait may both be waiting
-}
-
-// shutdown closes every connection without a whole request, in the room
-// and in the slots, and stops admitting more: they have nothing to answer
-// and would only hold Serve's shutdown until their header timeout.
-func (l *connLimiter) shutdown() {
-	l.stop()
-	if l.room != nil {
-		l.room.stop()
-	}
-	l.mu.Lock()
-	l.closing = true
-	var victims []*limitedConn
-	for c := l.waiting.front(); c != nil; c = l.waiting.front() {
-		l.evict(c)
-		victims = append(victims, c)
-	}
-	l.released.Broadcast()
-	l.mu.Unlock()
-	for _, c := range victims {
-		_ = c.Conn.Close()
-	}
-}
-
-// stop ends the hand-off, once.
-func (l *connLimiter) stop() { l.stopOnce.Do(func() { close(l.done) }) }
-
-// Close closes the listener, which ends the accepting goroutine's Accept,
-// and the hand-off.
-func (l *connLimiter) Close() error {
-	err := l.Listener.Close()
-	l.stop()
-	return err
-}
-
-// finish waits, until ctx's end at most, for the room to let go of what
-// it holds after an answer (room.finish); net/http must have stopped.
-func (l *connLimiter) finish(ctx context.Context) {
-	if l.room != nil {
-		l.room.finish(ctx)
-	}
-}
-
-// wait closes the room, and returns once every goroutine the limiter
-// started, and that of every connection it gave net/http, has ended.
-func (l *connLimiter) wait() {
-	if l.room != nil {
-		l.room.close()
-	}
-	l.goroutines.Wait()
-	if l.handoff != nil {
-		for len(l.handoff) > 0 { // handed on after net/http's last Accept
-			if h := <-l.handoff; h.nc != nil {
-				_ = h.nc.Close()
-			}
-		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for l.held > 0 {
-		l.released.Wait()
-	}
 }

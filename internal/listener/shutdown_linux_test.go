@@ -1,0 +1,89 @@
+package listener
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshnode/health/internal/probetest"
+)
+
+// TestShutdownUnderFlood: Serve, its room full of clients that keep
+// coming, returns at once when its ctx ends, well within its bound.
+func TestShutdownUnderFlood(t *testing.T) {
+	floodTest(t)
+	s := serveTest(t, nil, Options{Limit: 8, room: 64})
+	stop := flood(t, s.addr, 256, stalled)
+	probetest.Eventually(t, func() bool { return s.counters.Evicted.Load() > 0 }, "the room full")
+	start := time.Now()
+	require.NoError(t, s.stop())
+	assert.Less(t, time.Since(start), time.Second, "Serve's shutdown")
+	stop()
+}
+
+// TestHandedOnAtShutdown: a connection handed on for net/http that its
+// Accept never took (Serve stopping) is closed by wait, not leaked.
+func TestHandedOnAtShutdown(t *testing.T) {
+	ln, err := Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	l := newConnLimiter(ln, maxLimit, Options{Counters: new(Counters), Log: discardLog})
+	require.NotNil(t, l.room)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "POST /readyz HTTP/1.1\r\nHost: x\r\n\r\n") // whole, and for net/http
+	require.NoError(t, err)
+	probetest.Eventually(t, func() bool { return len(l.handoff) == 1 }, "the connection handed on")
+	require.NoError(t, l.Close())
+	l.wait()
+	assert.True(t, probetest.ClosedByServer(c), "closed at shutdown")
+}
+
+// TestShutdownWaitsOutHolds: a connection held after its answer when ctx
+// ends is held to its time still, as a plain server's Shutdown waits for
+// it, and only then closed, with a FIN; Serve returns once it is. Tested
+// on both sides: not before the hold's end, and within holdMargin of it.
+func TestShutdownWaitsOutHolds(t *testing.T) {
+	for _, tc := range []struct {
+		name, request string
+		ends          time.Duration // after the dial, at the earliest
+	}{
+		{"a declared body never sent", "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n", headerTimeout},
+		{"a header over the cap, lingered on", "GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", maxRequestBytes) + "\r\n\r\n", rstAvoidanceDelay},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := serveTest(t, nil, Options{})
+			start := time.Now()
+			c, err := net.Dial("tcp", s.addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = io.WriteString(c, tc.request)
+			require.NoError(t, err)
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			answered := time.Now()
+
+			returned := make(chan error, 1)
+			go func() { returned <- s.stop() }()
+			select {
+			case err := <-returned:
+				assert.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve did not return")
+			}
+			assert.GreaterOrEqual(t, time.Since(start), tc.ends, "let go before the hold's end")
+			assert.Less(t, time.Since(answered), tc.ends+holdMargin, "held long past its end")
+			_, err = io.Copy(io.Discard, c)
+			assert.NoError(t, err, "a FIN, not a reset")
+		})
+	}
+}
