@@ -212,19 +212,6 @@ func serve(h http.Handler, method, target string) *httptest.ResponseRecorder {
 // discardLogger is a logger for tests that assert nothing about the log.
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// setCheckVerdict records v as the data-plane check's verdict, as the
-// poller would, so that a test can reach the rows the check decides without
-// running one. With no check set, it sets a stand-in poller that runs
-// nothing, because only a set check has a verdict.
-func setCheckVerdict(s *Server, v checkVerdict) {
-	s.mu.Lock()
-	defer s.unlock()
-	if s.poller == nil {
-		s.poller = &poller{cancel: func() {}}
-	}
-	s.setCheck(v)
-}
-
 // readinessChanges returns the log's "readiness changed" lines, from their
 // level on, so that a test can compare the path readiness took, levels
 // included.

@@ -20,21 +20,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-// logWritten reports whether s has written every log line it queued.
-func logWritten(s *Server) bool {
-	s.logq.mu.Lock()
-	defer s.logq.mu.Unlock()
-	return len(s.logq.lines) == 0 && !s.logq.flushing
-}
-
-// waitLogWritten waits until s has written every line it queued, for at
-// most 10 s; a test that reads the log then finds what is missing.
-func waitLogWritten(s *Server) {
-	for end := time.Now().Add(10 * time.Second); !logWritten(s) && time.Now().Before(end); {
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // blockingSink is a log destination that stops taking lines while it is
 // blocked, as stderr does when nobody reads the pipe: write(2) blocks.
 type blockingSink struct {

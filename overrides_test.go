@@ -289,17 +289,6 @@ func TestConfigTimeoutSetsTheDeadline(t *testing.T) {
 	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms`))
 }
 
-// passTime moves s's clock d forward, as if d passed at once, and runs
-// the deadline timer's check as if it fired: a deadline the jump passed is
-// reported now, without a real wait.
-func passTime(s *Server, d time.Duration) {
-	s.mu.Lock()
-	s.epoch = s.epoch.Add(-d)
-	gen := s.watch.gen
-	s.mu.Unlock()
-	s.deadlinesPassed(gen)
-}
-
 // configLines are the lines of the watchdog overrides: set by config, a
 // negative one ignored, an unused name.
 func configLines(logs *logBuffer) []string {

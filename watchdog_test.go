@@ -53,13 +53,6 @@ func waitClosed(t *testing.T, ch <-chan struct{}, within time.Duration, what str
 	}
 }
 
-// timerArmed reports whether the deadline timer is armed.
-func timerArmed(s *Server) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.watch.timer != nil
-}
-
 func TestWatchPanicsOnNonPositiveTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		timeout time.Duration
