@@ -453,7 +453,8 @@ func TestLogHandlerPanic(t *testing.T) {
 
 func testLogHandlerExit(t *testing.T, exit func()) {
 	logs := &logBuffer{}
-	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(&panickyHandler{Handler: slog.NewTextHandler(logs, nil), exit: exit}))
+	h := &panickyHandler{Handler: slog.NewTextHandler(logs, nil), exit: exit}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(h))
 	logs.server = s
 	assert.NotPanics(t, s.SetRegistered)
 	waitLogWritten(s) // the panic, on the first line, has happened
@@ -464,7 +465,6 @@ func testLogHandlerExit(t *testing.T, exit func()) {
 	// Two lines queued together: the handler exits on the first again,
 	// and the second is still written, with no later line to start a
 	// writer.
-	h := s.logq.logger.Handler().(*panickyHandler)
 	h.panicked.Store(false)
 	s.SetSubsystemStopped("route sync")
 	assert.Equal(t, []string{
