@@ -230,11 +230,7 @@ func TestDataPlaneCheck(t *testing.T) {
 			}
 			return errPlantedCheck
 		})
-		eventually(t, func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return s.check.stalled
-		}, "stalled")
+		eventually(t, func() bool { return internals(s).check.stalled }, "stalled")
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost, "row 3 comes before row 4")
 		close(release)
 		s.SetDataPlaneCheck(context.Background(), nil)
@@ -349,10 +345,8 @@ func TestDataPlaneCheckPending(t *testing.T) {
 		setBlockedCheck(t, s, nil)
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready())
 		// Fire the stall timer now, as it would after three periods.
-		s.mu.Lock()
-		p, run := s.poller, s.poller.run
-		s.mu.Unlock()
-		s.markStalled(p, run)
+		st := internals(s)
+		s.markStalled(st.poller, st.run)
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
 		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 	})
@@ -479,17 +473,15 @@ func TestCheckNow(t *testing.T) {
 		}
 		close(releases[0])
 		waitCalls(t, calls, 2) // the one run the calls added
-		s.mu.Lock()
-		p := s.poller
+		p := internals(s).poller
 		assert.Zero(t, len(p.asked), "no further run asked for while the second runs")
-		s.mu.Unlock()
 		close(releases[1])
 		eventually(t, func() bool { return s.Status().Check.Runs == 2 }, "the second run's result")
 		// Only a tick, an hour away, or a CheckNow can start a third.
-		s.mu.Lock()
-		assert.Equal(t, uint64(2), p.run)
-		assert.Zero(t, len(p.asked))
-		s.mu.Unlock()
+		locked(s, func() {
+			assert.Equal(t, uint64(2), p.run)
+			assert.Zero(t, len(p.asked))
+		})
 		assert.Empty(t, calls)
 	})
 

@@ -380,7 +380,7 @@ func TestConcurrentSettersProbesAndPoller(t *testing.T) {
 	for _, w := range watched {
 		w.Stop()
 	}
-	assert.False(t, timerArmed(s))
+	assert.False(t, internals(s).timerArmed)
 	assert.ErrorIs(t, s.Ready(), ErrSubsystemStopped)
 	assert.Equal(t, `subsystem stopped: "sub0", "sub1", "sub2"`, s.Ready().Error())
 	assert.Equal(t, "not ready: subsystem stopped\n", serve(s.Handler(), "GET", "/readyz").Body.String())

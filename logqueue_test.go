@@ -358,9 +358,7 @@ func TestLogQueueBound(t *testing.T) {
 	h := &gatedHandler{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
 	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(h))
 	logLine := func(n int) {
-		s.mu.Lock()
-		s.log(slog.LevelInfo, "line", "n", n)
-		s.unlock()
+		changing(s, func() { s.log(slog.LevelInfo, "line", "n", n) })
 	}
 	writer := make(chan struct{})
 	go func() {
@@ -372,9 +370,8 @@ func TestLogQueueBound(t *testing.T) {
 	for n := 1; n <= queued; n++ {
 		returnsPromptly(t, "a line queued behind the stuck one", func() { logLine(n) })
 	}
-	s.logq.mu.Lock()
-	assert.Len(t, s.logq.lines, logQueueSize, "the queue holds no more than its bound")
-	s.logq.mu.Unlock()
+	held, _ := logBacklog(s)
+	assert.Equal(t, logQueueSize, held, "the queue holds no more than its bound")
 	opened := time.Now()
 	close(h.gate)
 	<-writer

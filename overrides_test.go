@@ -247,7 +247,7 @@ func TestWatchOverriddenByConfig(t *testing.T) {
 	reconcile.Stop()
 	other.Stop()
 	bad.Stop()
-	assert.False(t, timerArmed(s), "a disabled watchdog has no deadline to watch")
+	assert.False(t, internals(s).timerArmed, "a disabled watchdog has no deadline to watch")
 	assert.NoError(t, s.Ready())
 	gc.Stop()
 	assert.Empty(t, s.Status().Watchdogs)

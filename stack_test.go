@@ -311,12 +311,8 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 	defer b.Stop()
 	a.Beat()
 	b.Beat()
-	s.mu.Lock()
-	s.epoch = s.epoch.Add(-2 * time.Hour) // both an hour past their deadline
-	gen := s.watch.gen
-	s.mu.Unlock()
 	dumps.Store(0)
-	s.deadlinesPassed(gen)
+	passTime(s, 2*time.Hour) // both an hour past their deadline
 	assert.Equal(t, int32(1), dumps.Load())
 	st := s.Status().Watchdogs
 	require.Len(t, st, 2)

@@ -65,7 +65,7 @@ func TestWatchPanicsOnNonPositiveTimeout(t *testing.T) {
 		assert.PanicsWithValue(t, tc.panic, func() { s.Watch(`route "sync"`, tc.timeout) })
 		assert.NoError(t, s.Ready(), "nothing is watched")
 		assert.Empty(t, s.Status().Watchdogs)
-		assert.False(t, timerArmed(s))
+		assert.False(t, internals(s).timerArmed)
 	}
 }
 
@@ -131,7 +131,7 @@ func TestWatchdogDeadline(t *testing.T) {
 	assert.Equal(t, `subsystem unresponsive: "reconcile" (no beat within 250ms)`, s.Ready().Error())
 	assert.Equal(t, "not ready: subsystem unresponsive\n", serve(s.Handler(), http.MethodGet, "/readyz").Body.String())
 	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=250ms`))
-	assert.False(t, timerArmed(s), "a late watchdog needs no timer: a Beat brings it back")
+	assert.False(t, internals(s).timerArmed, "a late watchdog needs no timer: a Beat brings it back")
 }
 
 // TestWatchdogFirstDeadline: the first deadline counts from Watch, and
@@ -178,9 +178,7 @@ func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
 	w := s.Watch("reconcile", timeout)
 	defer w.Stop()
 	w.Beat()
-	s.mu.Lock()
-	gen := s.watch.gen
-	s.mu.Unlock()
+	gen := internals(s).watchGen
 	start := time.Now()
 	for time.Since(start) < 5*timeout {
 		w.Beat()
@@ -188,9 +186,7 @@ func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
 		time.Sleep(timeout / 10) // the loop's turn
 	}
 	elapsed := time.Since(start)
-	s.mu.Lock()
-	arms := s.watch.gen - gen
-	s.mu.Unlock()
+	arms := internals(s).watchGen - gen
 	assert.LessOrEqual(t, arms, uint64(2*elapsed/timeout+2), "the timer rearms about once per timeout")
 	assert.Zero(t, logs.count("health: subsystem"))
 }
@@ -209,7 +205,7 @@ func TestWatchdogRecovers(t *testing.T) {
 	for round := 1; round <= 2; round++ {
 		w.Beat()
 		waitUnresponsive(t, s, "the deadline")
-		assert.False(t, timerArmed(s), "nothing left to fire: the line cannot repeat")
+		assert.False(t, internals(s).timerArmed, "nothing left to fire: the line cannot repeat")
 
 		w.Beat()
 		assert.NoError(t, s.Ready(), "recovered when Beat returns")
@@ -226,7 +222,7 @@ func TestWatchdogStop(t *testing.T) {
 	s, logs := newReadyServer(t)
 	a := s.Watch("a", time.Hour)
 	b := s.Watch("b", time.Hour)
-	require.True(t, timerArmed(s))
+	require.True(t, internals(s).timerArmed)
 	b.Beat()
 	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "a has not beaten")
 
@@ -234,18 +230,16 @@ func TestWatchdogStop(t *testing.T) {
 	a.Stop()
 	waitClosed(t, ch, time.Second, "stopping the overdue one")
 	assert.NoError(t, s.Ready(), "a stopped watchdog no longer counts")
-	assert.True(t, timerArmed(s), "b is still watched")
+	assert.True(t, internals(s).timerArmed, "b is still watched")
 	require.Len(t, s.Status().Watchdogs, 1)
 	assert.Equal(t, "b", s.Status().Watchdogs[0].Name)
 
 	b.Stop()
 	b.Stop()
 	a.Stop()
-	assert.False(t, timerArmed(s), "the last Stop stops the timer")
+	assert.False(t, internals(s).timerArmed, "the last Stop stops the timer")
 	assert.Empty(t, s.Status().Watchdogs)
-	s.mu.Lock()
-	assert.Empty(t, s.watch.list)
-	s.mu.Unlock()
+	assert.Empty(t, internals(s).watched)
 
 	logged := logs.String()
 	s.mu.Lock()
@@ -264,14 +258,14 @@ func TestWatchdogStop(t *testing.T) {
 	<-done
 	assert.NoError(t, s.Ready(), "a Beat after Stop does nothing")
 	assert.Empty(t, s.Status().Watchdogs)
-	assert.False(t, timerArmed(s))
+	assert.False(t, internals(s).timerArmed)
 	assert.Equal(t, logged, logs.String())
 	goleak.VerifyNone(t)
 
 	c := s.Watch("c", time.Hour)
-	assert.True(t, timerArmed(s), "a new watchdog arms the timer again")
+	assert.True(t, internals(s).timerArmed, "a new watchdog arms the timer again")
 	c.Stop()
-	assert.False(t, timerArmed(s))
+	assert.False(t, internals(s).timerArmed)
 }
 
 // TestWatchdogStopRacesTheTimer stops watchdogs whose deadlines are
@@ -286,7 +280,7 @@ func TestWatchdogStopRacesTheTimer(t *testing.T) {
 			time.Sleep(time.Duration(rand.IntN(100)) * time.Microsecond) // let some deadlines pass
 		}
 		w.Stop()
-		require.False(t, timerArmed(s))
+		require.False(t, internals(s).timerArmed)
 	}
 	assert.NoError(t, s.Ready())
 }
@@ -300,11 +294,9 @@ func TestWatchdogLongTimeout(t *testing.T) {
 	w.Beat()
 	ch := s.Changed()
 	require.NoError(t, s.Ready())
-	s.mu.Lock()
-	assert.Equal(t, time.Duration(math.MaxInt64), s.watch.timerAt)
-	gen := s.watch.gen
-	s.mu.Unlock()
-	s.deadlinesPassed(gen) // as if the timer fired now
+	st := internals(s)
+	assert.Equal(t, time.Duration(math.MaxInt64), st.timerAt)
+	s.deadlinesPassed(st.watchGen) // as if the timer fired now
 	assert.NoError(t, s.Ready())
 	assert.False(t, isClosed(ch))
 	assert.Zero(t, logs.count(`msg="health: subsystem unresponsive"`))
@@ -511,7 +503,7 @@ func TestBeatRacesTheDeadline(t *testing.T) {
 	st := s.Status().Watchdogs[0]
 	assert.True(t, st.Overdue)
 	assert.Positive(t, st.Timeouts)
-	assert.False(t, timerArmed(s))
+	assert.False(t, internals(s).timerArmed)
 	w.Beat()
 	assert.NoError(t, s.Ready())
 }
