@@ -72,7 +72,7 @@ const (
 	peekedOversized                // maxRequestBytes without the end of a header, or more than maxHeaderLines
 	peekedEmpty                    // nothing yet
 	peekedClosed                   // the client's FIN with nothing before it, or a reset
-	peekedUrgent                   // part of a header, then an urgent byte: net/http's to read
+	peekedUrgent                   // part of a header, then an urgent byte no peek gets past
 )
 
 // request is what parseRequest takes of a header: what the AnswerFunc

@@ -20,8 +20,9 @@
 // net/http, behind a bound with eviction (slots.go) and guards against its
 // own holds (guards.go), gets only what request.go cannot read: a request
 // outside its subset, malformed ones among them, a partial header whose
-// client has shut its side, a header with an urgent byte. Outside Linux it
-// gets every connection.
+// client has shut its side, and, where the kernel cannot peek past it
+// (urgent_linux.go), a header with an urgent byte. Outside Linux it gets
+// every connection.
 package listener
 
 import (

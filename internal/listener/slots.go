@@ -63,7 +63,8 @@ const (
 // serving it has ended, so the bound holds for goroutines and memory as
 // well as sockets. With a room (Linux), a connection reaches the slots
 // with a whole header request.go does not parse, a partial one whose
-// client has sent all it will, or an urgent byte in its header; only one
+// client has sent all it will, or an urgent byte the room cannot peek
+// past (urgent_linux.go); only one
 // the room cannot hold (without a descriptor, or after its epoll set failed)
 // arrives still waiting. Such a waiting slot, and without a room every
 // slot not yet answered, makes room before Accept takes another: the one

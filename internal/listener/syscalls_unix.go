@@ -9,8 +9,8 @@ import (
 
 // connCalls makes the system calls of a goroutine that takes connections
 // in (see reader): the peek, the read and the write. The connection's
-// syscall.RawConn is got once, by peek, and serves all three. Each call's inputs and results are fields and its callback a
-// method value bound once, so that passing it to the RawConn allocates no
+// syscall.RawConn is got once, by peek, and serves all three. Each call's
+// inputs and results are fields and its callback a method value bound once, so that passing it to the RawConn allocates no
 // closure: the RawConn is the only allocation of ours per connection
 // (TestAcceptCallsAllocate). A connCalls is its reader's goroutine's.
 type connCalls struct {
@@ -21,13 +21,15 @@ type connCalls struct {
 	err error           // the call's error
 
 	oob [1]byte // urgent's buffer
+	off int     // pastUrgent's peek offset
 
-	peekFunc, readFunc, writeFunc, urgentFunc func(fd uintptr) bool
+	peekFunc, readFunc, writeFunc, urgentFunc, pastUrgentFunc func(fd uintptr) bool
 }
 
 func newConnCalls() *connCalls {
 	c := new(connCalls)
 	c.peekFunc, c.readFunc, c.writeFunc, c.urgentFunc = c.peekFD, c.readFD, c.writeFD, c.urgentFD
+	c.pastUrgentFunc = c.pastUrgentFD
 	return c
 }
 
@@ -58,6 +60,14 @@ func (c *connCalls) peek(nc net.Conn, buf []byte) (peeked, int) {
 	}
 	var header headerScanner
 	header.scan(buf[:n])
+	if !header.done && header.lines <= maxHeaderLines && n < len(buf) && c.urgent() {
+		more, ok := c.peekPastUrgent(buf[n:], n)
+		if !ok {
+			return peekedUrgent, n
+		}
+		header.scan(buf[n : n+more])
+		n += more
+	}
 	switch {
 	case header.lines > maxHeaderLines:
 		return peekedOversized, n
@@ -65,20 +75,34 @@ func (c *connCalls) peek(nc net.Conn, buf []byte) (peeked, int) {
 		return peekedComplete, n
 	case n == len(buf):
 		return peekedOversized, n
-	case c.urgent():
-		return peekedUrgent, n
 	}
 	return peekedIncomplete, n
 }
 
 // urgent reports whether the connection last peeked has an urgent (TCP
-// MSG_OOB) byte pending. A peek stops short of the urgent mark, so a
-// header with such a byte in it never looks whole, where a read, as
-// net/http's, skips the byte and goes on; only a read can go past it.
+// MSG_OOB) byte pending. A peek stops short of the urgent mark, where a
+// read, as net/http's, skips the byte and goes on, so a header with such a
+// byte in it would never look whole.
 func (c *connCalls) urgent() bool {
 	c.p = c.oob[:]
 	n, _ := c.result(c.rc.Read(c.urgentFunc))
 	return n == 1
+}
+
+// peekPastUrgent peeks, into p, at what has arrived past the urgent byte
+// pending on the connection last peeked, whose peek found n bytes, and
+// returns how many it found; false where it cannot look (pastUrgentFD),
+// and the header is net/http's to read.
+func (c *connCalls) peekPastUrgent(p []byte, n int) (int, bool) {
+	c.p, c.off = p, n
+	more, err := c.result(c.rc.Read(c.pastUrgentFunc))
+	switch {
+	case err == syscall.EAGAIN || err == syscall.EINTR:
+		return 0, true
+	case err != nil:
+		return 0, false
+	}
+	return more, true
 }
 
 // descriptorOf is nc's descriptor, for the room, or -1 where it has none.
@@ -104,17 +128,20 @@ func (c *connCalls) result(rawErr error) (int, error) {
 	return n, err
 }
 
-// read reads p from the connection last peeked, with one system call that
-// never waits, and reports whether it read all of p: bytes the peek saw,
+// read reads p from the connection last peeked, with system calls that
+// never wait, and reports whether it read all of p: bytes the peek saw,
 // already in the receive queue, so anything less means the connection is
-// broken.
+// broken. It takes one call, or two where a read stops at an urgent mark.
 func (c *connCalls) read(p []byte) bool {
-	if c.rc == nil {
-		return false
+	for len(p) > 0 && c.rc != nil {
+		c.p = p
+		n, err := c.result(c.rc.Read(c.readFunc))
+		if err != nil || n <= 0 {
+			return false
+		}
+		p = p[n:]
 	}
-	c.p = p
-	n, err := c.result(c.rc.Read(c.readFunc))
-	return err == nil && n == len(p)
+	return c.rc != nil
 }
 
 // write writes p to the connection last peeked, with one system call that

@@ -5,6 +5,8 @@ package listener
 import (
 	"io"
 	"net"
+	"net/http"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -73,33 +75,52 @@ func TestAcceptCallsAllocate(t *testing.T) {
 	assert.Equal(t, uint64(runs+1), probes.readiness.Load(), "every probe answered")
 }
 
-// TestUrgentByteAsNetHTTP: a header with an urgent (MSG_OOB) byte in it,
-// which a peek never sees past, is answered at once as net/http answers
-// it, which reads past the byte: not left to time out at 2 s.
+// TestUrgentByteAsNetHTTP: a request with an urgent (MSG_OOB) byte in it,
+// which a peek does not see past by itself, is answered at once as
+// net/http answers it, which reads past the byte: not left to time out at
+// 2 s. Where the kernel can peek past the byte (peekOffsetWorks), the room
+// answers it, never net/http.
 func TestUrgentByteAsNetHTTP(t *testing.T) {
-	s := serveTest(t, nil, Options{})
+	var viaNetHTTP atomic.Int32
+	backing := new(fakeProbes)
+	backing.ready.Store(true)
+	s := serveTest(t, nil, Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		viaNetHTTP.Add(1)
+		backing.ServeHTTP(w, r)
+	})})
 	reference := new(fakeProbes)
 	reference.ready.Store(true)
 	refAddr := serveReference(t, reference, nil)
-	for _, addr := range []string{refAddr, s.addr} {
-		c, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		defer c.Close()
-		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHo")
-		require.NoError(t, err)
-		rc, err := c.(*net.TCPConn).SyscallConn()
-		require.NoError(t, err)
-		require.NoError(t, rc.Write(func(fd uintptr) bool {
-			err = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
-			return true
-		}))
-		require.NoError(t, err)
-		_, err = io.WriteString(c, "st: x\r\n\r\n")
-		require.NoError(t, err)
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
-		got, err := io.ReadAll(c)
-		require.NoError(t, err, "answered and closed within a second")
-		assert.Regexp(t, `^HTTP/1\.1 200 OK\r\n(.*\r\n)*\r\nok\n$`, string(got))
+	for _, tc := range []struct{ name, before, after string }{
+		{"in the header", "GET /readyz HTTP/1.1\r\nHo", "st: x\r\n\r\n"},
+		{"before the request", "", "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"in the body", "POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab", "cd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, addr := range []string{refAddr, s.addr} {
+				c, err := net.Dial("tcp", addr)
+				require.NoError(t, err)
+				defer c.Close()
+				_, err = io.WriteString(c, tc.before)
+				require.NoError(t, err)
+				rc, err := c.(*net.TCPConn).SyscallConn()
+				require.NoError(t, err)
+				require.NoError(t, rc.Write(func(fd uintptr) bool {
+					err = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
+					return true
+				}))
+				require.NoError(t, err)
+				_, err = io.WriteString(c, tc.after)
+				require.NoError(t, err)
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))
+				got, err := io.ReadAll(c)
+				require.NoError(t, err, "answered and closed within a second, with a FIN")
+				assert.Regexp(t, `^HTTP/1\.1 200 OK\r\n(.*\r\n)*\r\nok\n$`, string(got))
+			}
+		})
 	}
-	assert.Equal(t, reference.readiness.Load(), s.probes.readiness.Load(), "counted alike")
+	assert.Equal(t, reference.readiness.Load(), s.probes.readiness.Load()+backing.readiness.Load(), "counted alike")
+	if hasRoom() && peekOffsetWorks(t) {
+		assert.Zero(t, viaNetHTTP.Load(), "answered by the room")
+	}
 }

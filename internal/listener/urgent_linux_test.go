@@ -1,0 +1,68 @@
+package listener
+
+import (
+	"io"
+	"net"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/meshnode/health/internal/probetest"
+)
+
+// peekOffsetWorks reports whether this kernel lets a TCP socket peek from
+// an offset (SO_PEEK_OFF), on which the room reads past an urgent byte.
+func peekOffsetWorks(t *testing.T) bool {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer syscall.Close(fd)
+	return syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, soPeekOff, 0) == nil
+}
+
+// TestPeekPastUrgent: wherever an urgent byte falls in a header that
+// arrives in two parts, each peek sees exactly the bytes net/http's reads
+// would, the urgent byte left out, and nothing twice; and the read that
+// consumes them after the answer gets them all.
+func TestPeekPastUrgent(t *testing.T) {
+	if !peekOffsetWorks(t) {
+		t.Skip("this kernel cannot peek from an offset: urgent headers go to net/http")
+	}
+	const first, rest = "GET /readyz HTTP/1.1\r\nHo", "st: x\r\n\r\n"
+	for _, at := range []int{0, 5, len(first)} { // the urgent byte sent before first[at]
+		server, client := probetest.TCPPair(t)
+		send := func(s string, urgent bool) {
+			_, err := io.WriteString(client, s)
+			require.NoError(t, err)
+			if !urgent {
+				return
+			}
+			rc, err := client.(*net.TCPConn).SyscallConn()
+			require.NoError(t, err)
+			require.NoError(t, rc.Write(func(fd uintptr) bool {
+				err = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
+				return true
+			}))
+			require.NoError(t, err)
+		}
+		calls, buf := newConnCalls(), make([]byte, maxRequestBytes)
+		peekAll := func(want string, wantPeeked peeked) {
+			var p peeked
+			var n int
+			probetest.Eventually(t, func() bool {
+				p, n = calls.peek(server, buf)
+				return n >= len(want)
+			}, "the bytes sent")
+			assert.Equal(t, want, string(buf[:n]), "urgent byte before byte %d", at)
+			assert.Equal(t, wantPeeked, p)
+		}
+		send(first[:at], true)
+		send(first[at:], false)
+		peekAll(first, peekedIncomplete)
+		send(rest, false)
+		peekAll(first+rest, peekedComplete)
+		require.True(t, calls.read(buf[:len(first+rest)]), "the read of what the peek saw")
+		assert.Equal(t, first+rest, string(buf[:len(first+rest)]))
+	}
+}
