@@ -205,7 +205,8 @@ var synCookies = counts{"idle": 8000, "churn": 8}
 // CPU a flood costs the server is taken from its answers to the probe;
 // 18 to 20 send a probe's own request line, GET /healthz, each with one
 // thing a probe never sends (a body awaited, trickled or declared huge),
-// alone; load 7's 12 KiB header is a GET /healthz already.
+// alone; load 7's 12 KiB header is a GET /healthz already; 21 stops a
+// peek short of the header's end with an urgent byte.
 var allLoads = []load{
 	{id: 1, name: "1,000 slowloris + 1,000 idle", clients: counts{"slowloris": 1000, "idle": 1000}, bar: 0.999},
 	{id: 2, name: "load 1, server fd limit 1024", clients: counts{"slowloris": 1000, "idle": 1000}, serverNofile: 1024, bar: 0.999},
@@ -227,6 +228,7 @@ var allLoads = []load{
 	{id: 18, name: "2,000 GET /healthz with Expect: 100-continue, body never sent", clients: counts{"getexpect": 2000}, bar: 0.999},
 	{id: 19, name: "2,000 GET /healthz with a chunked body trickled, a 1-byte chunk a second", clients: counts{"gettrickle": 2000}, bar: 0.999},
 	{id: 20, name: "2,000 GET /healthz declaring a 1 TiB body never sent", clients: counts{"gethugebody": 2000}, bar: 0.999},
+	{id: 21, name: "2,000 partial GET /healthz headers, each with one urgent (MSG_OOB) byte, then silent", clients: counts{"urgent": 2000}, bar: 0.999},
 }
 
 // allLoadIDs is the default -load: every load.

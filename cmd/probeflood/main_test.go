@@ -46,8 +46,8 @@ func TestSelectLoads(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "custom: 10 slowloris + 20 idle + churn (one loop per core) + 5 options + 7 noread, server fd limit 512, probe delay 5ms", loads[0].name)
 
-	_, err = selectLoads("21", custom, 0)
-	assert.EqualError(t, err, `-load: no load "21" (have 1 to 20, and custom)`)
+	_, err = selectLoads("22", custom, 0)
+	assert.EqualError(t, err, `-load: no load "22" (have 1 to 21, and custom)`)
 	custom.clients["idle"] = -1
 	_, err = selectLoads("custom", custom, 0)
 	assert.EqualError(t, err, "-idle -1: want a count of 0 or more (-1, one loop per core, is for the kinds that loop)")
@@ -58,7 +58,7 @@ func TestSelectLoads(t *testing.T) {
 func TestAllLoads(t *testing.T) {
 	loads, err := selectLoads(allLoadIDs(), load{}, 0)
 	require.NoError(t, err)
-	require.Len(t, loads, 20)
+	require.Len(t, loads, 21)
 	for i, l := range loads {
 		assert.Equal(t, i+1, l.id)
 		assert.NotEmpty(t, l.name)
@@ -190,8 +190,8 @@ func TestHostileMix(t *testing.T) {
 	assert.Zero(t, hostileMix["maxrequest"])
 	assert.Equal(t, -1, hostileMix["churn"], "one churn loop per core")
 	assert.NoError(t, hostileMix.check())
-	assert.Equal(t, 4000, hostileMix.clients())
-	assert.Contains(t, allLoads[8].name, "4,000 clients + loops")
+	assert.Equal(t, 4200, hostileMix.clients())
+	assert.Contains(t, allLoads[8].name, "4,200 clients + loops")
 }
 
 func TestKinds(t *testing.T) {

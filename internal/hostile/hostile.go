@@ -39,6 +39,9 @@ const (
 	// the chunks are valid, so a server reading the body keeps waiting
 	// for the next rather than failing it.
 	TrickleChunks
+	// Urgent sends one TCP urgent (MSG_OOB) byte, which a peek stops
+	// short of, then awaits the close.
+	Urgent
 )
 
 // NoReadHold is how long a LeaveUnread client leaves the answer unread:
@@ -112,6 +115,7 @@ var clients = []Client{
 	{Name: "smallbodyreset", Help: "POST /readyz declaring Content-Length: 10, then a reset at once", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n", Then: Reset, Lingers: true},
 	{Name: "hugebodyreset", Help: "POST /readyz declaring a 1 TiB body, then a reset at once", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1099511627776\r\n\r\n", Then: Reset, Lingers: true},
 	{Name: "pipeline", Help: fmt.Sprintf("%d complete GET requests in one write, then silence", pipelined), Request: strings.Repeat(partialGet+"\r\n", pipelined)},
+	{Name: "urgent", Help: "a partial request, one urgent (MSG_OOB) byte, then silence", Request: partialGet, Then: Urgent},
 	{Name: "halfclose", Help: "a partial request, then a half-close (CloseWrite)", Request: partialGet, Then: HalfClose},
 	{Name: "tls", Help: "a TLS ClientHello on the plain port, then silence", Request: tlsClientHello},
 	{Name: "h2", Help: "the HTTP/2 client preface, then silence", Request: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
@@ -158,6 +162,10 @@ func (cl Client) Run(ctx context.Context, c net.Conn) {
 	case HalfClose:
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.CloseWrite()
+		}
+	case Urgent:
+		if sendUrgent(c) != nil {
+			return
 		}
 	case LeaveUnread:
 		t := time.NewTimer(NoReadHold)
