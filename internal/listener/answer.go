@@ -70,16 +70,15 @@ func (r *reader) settle(nc net.Conn, p peeked, n int) (bool, holdKind, drain) {
 // answer answers nc, if its first n bytes, in r.buf, are a request
 // parseRequest takes, and returns false, having done nothing, if not.
 //
-// The request is read before the answer is written, because Linux answers
-// a close with unread bytes in the receive queue by a reset, which can
-// destroy the answer before the client reads it; read, the close sends a
-// FIN behind the answer, as net/http's does, which has read them into its
-// buffer. They are bytes the peek saw, already queued, so the read returns
-// at once; should it not return them all, the connection is broken, and
-// is closed unanswered and uncounted, as net/http counts a request only
-// once read. The answer, under 1 KiB into an empty send buffer, is written
-// with one write that never waits: what the buffer does not take is
-// dropped, as net/http's write timeout would end it.
+// The request is read before the answer is written, so that the close
+// sends a FIN behind the answer, not a reset (see rstAvoidanceDelay), as
+// net/http's does, having read them into its buffer. They are bytes the
+// peek saw, already queued; should the read not return them all, the
+// connection is broken, and is closed unanswered and uncounted, as
+// net/http counts a request only once read. The answer, under 1 KiB into
+// an empty send buffer, is written with one write that never waits: what
+// the buffer does not take is dropped, as net/http's write timeout would
+// end it.
 func (r *reader) answer(nc net.Conn, n int) (bool, holdKind, drain) {
 	answer, counter, req, ok := r.respond(r.buf[:n])
 	if !ok {
@@ -196,8 +195,7 @@ func (r *reader) drain(nc net.Conn, d *drain, failed bool) holdKind {
 }
 
 // discard reads what nc's client has sent, up to the peek's buffer, so
-// that its close at the header timeout is a FIN, as net/http's is, not a
-// reset over the unread bytes (see answer).
+// that its close at the header timeout is a FIN, as net/http's is.
 func (r *reader) discard(nc net.Conn) {
 	if _, n := r.peek(nc); n > 0 {
 		r.calls.read(r.buf[:n])

@@ -31,8 +31,10 @@ import "time"
 const maxDrain = 256 << 10
 
 // rstAvoidanceDelay is how long net/http waits between shutting its side
-// of a connection it gives up on and closing it, so that the client reads
-// the answer before the reset the close may send.
+// of a connection it gives up on and closing it. The kernel answers a
+// close over unread bytes with a reset, which can destroy the answer
+// before the client reads it: so every close after an answer here either
+// has read what the client sent, or waits this long after a FIN.
 const rstAvoidanceDelay = 500 * time.Millisecond
 
 // holdKind is what the room does with a connection between its answer and

@@ -7,23 +7,20 @@ import (
 
 // maxRequestBytes caps what a connection may send before the end of its
 // request header: 4 KiB less a byte, room for a kubelet's request (about
-// 130 bytes) with as many custom httpHeaders as maxHeaderLines allows.
-// net/http reads up to MaxHeaderBytes and 4 KiB more before it refuses a
-// header, and then lingers (hold.go); below its cap, the refusal, with its
-// own 431 bytes, costs no goroutine (refuse).
+// 130 bytes) with many custom httpHeaders. net/http reads up to
+// MaxHeaderBytes and 4 KiB more before it refuses a header; below its cap,
+// the refusal, with net/http's 431 bytes, costs no goroutine (refuse).
 const maxRequestBytes = 4<<10 - 1
 
 // maxHeaderLines caps the lines of a request header, a dozen times a
 // kubelet's with a few custom headers: 4 KiB holds a thousand short lines,
-// of which net/http builds a map before it answers (and, since Go 1.27,
-// refuses more than 500 values, and lingers). More are refused with the
-// same 431.
+// of which net/http builds a map before it answers. More are refused with
+// the same 431.
 const maxHeaderLines = 64
 
 // headerScanner finds the blank line that ends an HTTP/1 request header,
-// across reads, and counts the header's lines up to it: what comes after
-// (a body, a pipelined request) is not the header's. net/http accepts "\n"
-// as well as "\r\n" as a line end, so both count.
+// across reads, and counts the header's lines up to it. net/http accepts
+// "\n" as well as "\r\n" as a line end, so both count.
 type headerScanner struct {
 	lines     int
 	lineEmpty bool // only '\r' since the last '\n'
@@ -33,9 +30,8 @@ type headerScanner struct {
 // scan reads p, the next bytes read, and returns what of them follows the
 // header, once the header has ended.
 func (s *headerScanner) scan(p []byte) (after []byte) {
-	// From line end to line end: the waiting room rescans a header on
-	// every byte a slow client sends, so a long line must cost one
-	// IndexByte, not a loop over its bytes.
+	// From line end to line end: the room rescans a header on every
+	// byte a slow client sends, so a long line costs one IndexByte.
 	for len(p) > 0 && !s.done {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
@@ -62,8 +58,7 @@ func onlyCR(p []byte) bool {
 	return true
 }
 
-// peeked is what Accept saw of a new connection's request before handing
-// it to net/http.
+// peeked is what a peek found of a connection's request.
 type peeked uint8
 
 const (
@@ -76,8 +71,8 @@ const (
 )
 
 // request is what parseRequest takes of a header: what the AnswerFunc
-// routes, and what tells how long net/http would hold the connection
-// after its answer (hold.go).
+// routes, and what tells how long net/http would hold the connection after
+// its answer (hold.go).
 type request struct {
 	method   string // one of knownMethods
 	path     []byte // '/' and unreserved bytes, or "*" for OPTIONS
@@ -94,9 +89,8 @@ type request struct {
 }
 
 // knownMethods are the methods parseRequest takes, each as the constant it
-// hands the AnswerFunc, so that nothing allocates. net/http reads
-// CONNECT's target and the HTTP/2 preface (PRI) by rules of their own; any
-// other token is rare enough to leave to it.
+// hands the AnswerFunc, so that nothing allocates. net/http reads CONNECT
+// and the HTTP/2 preface (PRI) by rules of their own.
 var knownMethods = [...]string{
 	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
 	http.MethodPatch, http.MethodDelete, http.MethodOptions, http.MethodTrace,
@@ -143,7 +137,7 @@ var knownMethods = [...]string{
 // one, which net/http never answers with keep-alive off. Being stricter
 // than net/http only sends a request to net/http; any looser would risk
 // an answer net/http would not give (TestShortPathMatchesNetHTTP and
-// FuzzShortPath compare them). The peek has checked the header's caps.
+// FuzzShortPath compare them).
 func parseRequest(req []byte) (request, bool) {
 	var r request
 	line, rest, ok := cutLine(req)
