@@ -171,25 +171,35 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// Trickle sends a header line every 1 to 3 s, and stops once closed.
-func TestRunTrickle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for a trickled line, 1 to 3 s: skipped with -short")
-	}
+// play runs cl against the server's end of a fresh loopback connection,
+// which it returns, with a read deadline 10 s ahead; done closes once cl
+// has returned and closed its end, which the server's close brings about.
+func play(t *testing.T, cl Client) (srv net.Conn, done <-chan struct{}) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
 	client, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
-	srv, err := ln.Accept()
+	srv, err = ln.Accept()
 	require.NoError(t, err)
-	done := make(chan struct{})
+	t.Cleanup(func() { _ = srv.Close() })
+	ended := make(chan struct{})
 	go func() {
-		defer close(done)
-		Client{Request: partialGet, Then: Trickle}.Run(context.Background(), client)
+		defer close(ended)
+		cl.Run(context.Background(), client)
 		_ = client.Close()
 	}()
-	_ = srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	require.NoError(t, srv.SetReadDeadline(time.Now().Add(10*time.Second)))
+	return srv, ended
+}
+
+// Trickle sends a header line every 1 to 3 s, and stops once closed.
+func TestRunTrickle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a trickled line, 1 to 3 s: skipped with -short")
+	}
+	srv, done := play(t, Client{Request: partialGet, Then: Trickle})
 	r := bufio.NewReader(srv)
 	var lines []string
 	for len(lines) < 3 {
@@ -210,21 +220,7 @@ func TestRunTrickleChunks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for two trickled chunks, 2 s: skipped with -short")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	srv, err := ln.Accept()
-	require.NoError(t, err)
-	cl := find(t, "gettrickle")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		cl.Run(context.Background(), client)
-		_ = client.Close()
-	}()
-	_ = srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	srv, done := play(t, find(t, "gettrickle"))
 	req, err := http.ReadRequest(bufio.NewReader(srv))
 	require.NoError(t, err)
 	start := time.Now()

@@ -3,12 +3,10 @@
 package hostile
 
 import (
-	"context"
 	"io"
 	"net"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,22 +15,9 @@ import (
 // An Urgent client sends its request, then one urgent byte, which the
 // server reads out of band, and awaits the close.
 func TestRunUrgent(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	srv, err := ln.Accept()
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Client{Request: "req", Then: Urgent}.Run(context.Background(), client)
-		_ = client.Close()
-	}()
-	require.NoError(t, srv.SetReadDeadline(time.Now().Add(10*time.Second)))
+	srv, done := play(t, Client{Request: "req", Then: Urgent})
 	got := make([]byte, 3)
-	_, err = io.ReadFull(srv, got)
+	_, err := io.ReadFull(srv, got)
 	require.NoError(t, err)
 	assert.Equal(t, "req", string(got))
 	rc, err := srv.(*net.TCPConn).SyscallConn()
