@@ -21,7 +21,7 @@ func (l *connLimiter) acceptLoop() {
 			}
 			// net/http decides whether the error is fatal, and closes
 			// the listener if it is, which ends the hand-off.
-			if !l.hand(handed{err: err}) {
+			if !l.hand(handed{err: err}, r) {
 				return
 			}
 			continue
@@ -38,7 +38,7 @@ func (l *connLimiter) acceptLoop() {
 		case settled, (p == peekedIncomplete || p == peekedEmpty) && l.room.add(nc, r.calls.fd, holdNone, drain{}, MonotonicNow()):
 			continue
 		}
-		if !l.hand(handed{nc: nc, p: p}) {
+		if !l.hand(handed{nc: nc, p: p}, r) {
 			return
 		}
 	}

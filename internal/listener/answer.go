@@ -194,11 +194,16 @@ func (r *reader) drain(nc net.Conn, d *drain, failed bool) holdKind {
 	return endOrHold(nc, kind)
 }
 
-// discard reads what nc's client has sent, up to the peek's buffer, so
-// that its close at the header timeout is a FIN, as net/http's is.
+// discard reads what nc's client has sent, a header not yet whole, so
+// that its close is a FIN, as net/http's is. It reads until nothing is
+// left, not only what a peek saw: a read stops at an urgent mark, and the
+// next skips the urgent byte, which, left queued, would make the close a
+// reset. Four reads of the peek's buffer take any header under the caps.
 func (r *reader) discard(nc net.Conn) {
-	if _, n := r.peek(nc); n > 0 {
-		r.calls.read(r.buf[:n])
+	for range 4 {
+		if n, ok := r.calls.readFrom(nc, r.buf); !ok || n == 0 {
+			return
+		}
 	}
 }
 

@@ -185,7 +185,7 @@ func (r *room) examine(ev readyEvent) {
 	r.mu.Unlock()
 	if handOn {
 		r.set.unwatch(w.fd) // net/http reads it from now on
-		r.l.hand(handed{nc: w.nc, p: p})
+		r.l.hand(handed{nc: w.nc, p: p}, r.reader)
 	}
 }
 
@@ -362,8 +362,9 @@ func (r *room) fail(err error) {
 			continue
 		}
 		r.set.unwatch(w.fd)
-		if !r.l.hand(handed{nc: w.nc, p: peekedIncomplete}) {
+		if !r.l.hand(handed{nc: w.nc, p: peekedIncomplete}, r.reader) {
 			for _, w := range all[i+1:] { // Serve has stopped
+				r.reader.discard(w.nc)
 				_ = w.nc.Close()
 			}
 			return

@@ -161,7 +161,13 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 	go func() { served <- srv.Serve(l) }()
 	select {
 	case err := <-served:
-		_ = srv.Close() // the listener is gone; close what it accepted
+		// The listener is gone: close what net/http holds, and end the
+		// rest as a shutdown does.
+		_ = srv.Close()
+		l.shutdown()
+		finishCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
+		defer cancel()
+		l.finish(finishCtx)
 		l.wait()
 		return fmt.Errorf("serving %q: %w", ln.Addr().String(), err)
 	case <-ctx.Done():

@@ -4,7 +4,8 @@ import "context"
 
 // How Serve stops: a connection without a whole request has nothing to
 // answer, and would only hold Serve's shutdown until its header timeout,
-// so it is closed at once; one answered is held to its time, as a plain
+// so it is closed at once, its bytes read first (discard); one answered is
+// held to its time, as a plain
 // server's Shutdown waits for it (see rstAvoidanceDelay); nothing is
 // abandoned.
 
@@ -55,9 +56,11 @@ func (l *connLimiter) wait() {
 		l.room.close()
 	}
 	l.goroutines.Wait()
-	if l.handoff != nil {
-		for len(l.handoff) > 0 { // handed on after net/http's last Accept
+	if l.handoff != nil && len(l.handoff) > 0 { // handed on after net/http's last Accept
+		rd := newReader(nil)
+		for len(l.handoff) > 0 {
 			if h := <-l.handoff; h.nc != nil {
+				rd.discard(h.nc)
 				_ = h.nc.Close()
 			}
 		}
@@ -76,7 +79,12 @@ func (r *room) stop() {
 	r.stopping = true
 	waiters := r.take(false)
 	r.mu.Unlock()
+	if len(waiters) == 0 {
+		return
+	}
+	rd := newReader(nil) // the room's own is its goroutine's
 	for _, w := range waiters {
+		rd.discard(w.nc)
 		_ = w.nc.Close()
 	}
 }

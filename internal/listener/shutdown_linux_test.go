@@ -2,6 +2,8 @@ package listener
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -86,4 +88,37 @@ func TestShutdownWaitsOutHolds(t *testing.T) {
 			assert.NoError(t, err, "a FIN, not a reset")
 		})
 	}
+}
+
+// TestListenerFailureHoldsToo: when the listener fails on its own, Serve
+// ends as a shutdown does: a connection answered and lingering is held to
+// its time, with a FIN, not closed at once over unread bytes, which would
+// reset its answer (see rstAvoidanceDelay).
+func TestListenerFailureHoldsToo(t *testing.T) {
+	inner, err := Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	ln := probetest.NewListener(inner, probetest.Faults{FailAfter: 1, Err: errors.New("the listener broke")})
+	c, err := net.Dial("tcp", inner.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nX: "+strings.Repeat("a", 3*maxRequestBytes)+"\r\n\r\n")
+	require.NoError(t, err)
+	probes := new(fakeProbes)
+	returned := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		returned <- Serve(context.Background(), ln, Options{Handler: probes, Answer: probes.answer, Counters: new(Counters), Log: discardLog, Limit: maxLimit})
+	}()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+	got, err := io.ReadAll(c)
+	require.NoError(t, err, "a FIN, not a reset")
+	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 431 "), "%.40q", got)
+	select {
+	case err := <-returned:
+		assert.ErrorContains(t, err, "the listener broke")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	assert.GreaterOrEqual(t, time.Since(start), rstAvoidanceDelay, "the linger cut short")
+	assert.Less(t, time.Since(start), rstAvoidanceDelay+holdMargin)
 }

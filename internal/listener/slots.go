@@ -199,13 +199,14 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 }
 
 // hand gives h to net/http's Accept, and reports false, having closed
-// h's connection, once Serve takes no more.
-func (l *connLimiter) hand(h handed) bool {
+// h's connection with r (discard), once Serve takes no more.
+func (l *connLimiter) hand(h handed, r *reader) bool {
 	select {
 	case l.handoff <- h:
 		return true
 	case <-l.done:
 		if h.nc != nil {
+			r.discard(h.nc)
 			_ = h.nc.Close()
 		}
 		return false

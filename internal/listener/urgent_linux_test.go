@@ -5,6 +5,7 @@ import (
 	"net"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -64,5 +65,34 @@ func TestPeekPastUrgent(t *testing.T) {
 		peekAll(first+rest, peekedComplete)
 		require.True(t, calls.read(buf[:len(first+rest)]), "the read of what the peek saw")
 		assert.Equal(t, first+rest, string(buf[:len(first+rest)]))
+	}
+}
+
+// TestUrgentHeaderTimesOutWithAFIN: a header never completed whose last
+// unread byte is urgent is closed at its header timeout, not before, with
+// a FIN, as net/http's is: the urgent byte is read too, not left queued to
+// turn the close into a reset.
+func TestUrgentHeaderTimesOutWithAFIN(t *testing.T) {
+	s := serveTest(t, nil, Options{})
+	for _, partial := range []string{"", "GET /readyz HTTP/1.1\r\nHost: x\r\n"} {
+		start := time.Now()
+		c, err := net.Dial("tcp", s.addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, partial)
+		require.NoError(t, err)
+		rc, err := c.(*net.TCPConn).SyscallConn()
+		require.NoError(t, err)
+		require.NoError(t, rc.Write(func(fd uintptr) bool {
+			err = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
+			return true
+		}))
+		require.NoError(t, err)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*headerTimeout)))
+		got, err := io.ReadAll(c)
+		assert.NoError(t, err, "%q: a FIN, not a reset", partial)
+		assert.Empty(t, got)
+		assert.GreaterOrEqual(t, time.Since(start), headerTimeout)
+		assert.Less(t, time.Since(start), headerTimeout+holdMargin)
 	}
 }

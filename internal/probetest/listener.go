@@ -156,6 +156,16 @@ func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
+// CloseWrite shuts the sending side, as a TCP connection's does, on which
+// a linger's FIN depends.
+func (c *countedConn) CloseWrite() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return cw.CloseWrite()
+}
+
 func (c *countedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
