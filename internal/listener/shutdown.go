@@ -56,7 +56,7 @@ func (l *connLimiter) wait() {
 		l.room.close()
 	}
 	l.goroutines.Wait()
-	if l.handoff != nil && len(l.handoff) > 0 { // handed on after net/http's last Accept
+	if len(l.handoff) > 0 { // handed on after net/http's last Accept
 		rd := newReader(nil)
 		for len(l.handoff) > 0 {
 			if h := <-l.handoff; h.nc != nil {
