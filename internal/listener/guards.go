@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -61,7 +60,7 @@ func (c *limitedConn) holdAfter(r *http.Request) {
 		length:  max(r.ContentLength, 0),
 		chunked: r.ContentLength < 0,
 		closes:  r.Close,
-		expect:  r.ProtoAtLeast(1, 1) && strings.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue"),
+		expect:  r.ProtoAtLeast(1, 1) && hasToken([]byte(r.Header.Get("Expect")), "100-continue"),
 	}
 	kind, d := holdFor(&req, c.body)
 	c.limiter.mu.Lock()

@@ -219,18 +219,21 @@ func (r *request) parseRequestLine(line []byte) bool {
 	return len(path) > 0 && path[0] == '/' && allIn(path, &pathBytes) && allIn(query, &queryBytes)
 }
 
-// hasToken reports whether v, a comma-separated list, holds token,
-// ignoring ASCII case, as net/http reads Expect and Connection.
+// hasToken reports whether v holds token, ignoring ASCII case, as
+// net/http reads Expect: anywhere between boundaries of a space, a comma,
+// a tab or v's ends, so that "x 100-continue" holds it too. token is
+// letters, digits and '-'.
 func hasToken(v []byte, token string) bool {
-	for len(v) > 0 {
-		var t []byte
-		t, v, _ = bytes.Cut(v, []byte(","))
-		if equalFoldASCII(bytes.Trim(t, " \t"), token) {
+	for at := 0; at+len(token) <= len(v); at++ {
+		end := at + len(token)
+		if (at == 0 || isTokenBoundary(v[at-1])) && (end == len(v) || isTokenBoundary(v[end])) && equalFoldASCII(v[at:end], token) {
 			return true
 		}
 	}
 	return false
 }
+
+func isTokenBoundary(c byte) bool { return c == ' ' || c == ',' || c == '\t' }
 
 // connectionCloses reads a Connection value, a comma-separated list of
 // tokens, and reports whether it holds "close", on which net/http reads

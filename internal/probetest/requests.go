@@ -89,6 +89,8 @@ var OtherRequests = []struct{ Name, Raw string }{
 	{"Expect: 100-continue, no body", "GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n"},
 	{"Expect: 100-continue, body never sent", "GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\nContent-Length: 10\r\n\r\n"},
 	{"Expect: a list with 100-continue", "POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue, foo\r\nContent-Length: 3\r\n\r\nabc"},
+	{"Expect: 100-continue after a space-separated word", "GET / HTTP/1.1\r\nHost: 0\r\nEXpeCt:0 100-Continue\r\n\r\n"},
+	{"Expect: 100-continue within a word (417)", "GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: x100-continue\r\n\r\n"},
 	{"Expect: other (417)", "GET /readyz HTTP/1.1\r\nHost: x\r\nexpect: x\r\n\r\n"},
 	{"Expect: other, a body never sent (417)", "POST /healthz HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Length: 10\r\n\r\n"},
 	{"a pipelined request", "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"},
