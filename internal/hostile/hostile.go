@@ -164,7 +164,7 @@ func (cl Client) Run(ctx context.Context, c net.Conn) {
 			_ = tc.CloseWrite()
 		}
 	case Urgent:
-		if sendUrgent(c) != nil {
+		if SendUrgent(c) != nil {
 			return
 		}
 	case LeaveUnread:

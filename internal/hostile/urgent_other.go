@@ -7,6 +7,6 @@ import (
 	"net"
 )
 
-// sendUrgent cannot send urgent data outside Unix: the Urgent client
+// SendUrgent cannot send urgent data outside Unix: the Urgent client
 // there sends its request alone.
-func sendUrgent(net.Conn) error { return errors.ErrUnsupported }
+func SendUrgent(net.Conn) error { return errors.ErrUnsupported }

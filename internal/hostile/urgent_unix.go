@@ -8,8 +8,9 @@ import (
 	"syscall"
 )
 
-// sendUrgent sends one byte on c as TCP urgent data (MSG_OOB).
-func sendUrgent(c net.Conn) error {
+// SendUrgent sends one byte on c as TCP urgent data (MSG_OOB): the
+// Urgent client's, and the tests' that place one in a request.
+func SendUrgent(c net.Conn) error {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return errors.ErrUnsupported

@@ -7,12 +7,13 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/meshnode/health/internal/hostile"
 )
 
 // TestAcceptCallsAllocate pins the allocations of ours for a probe
@@ -103,13 +104,7 @@ func TestUrgentByteAsNetHTTP(t *testing.T) {
 				defer c.Close()
 				_, err = io.WriteString(c, tc.before)
 				require.NoError(t, err)
-				rc, err := c.(*net.TCPConn).SyscallConn()
-				require.NoError(t, err)
-				require.NoError(t, rc.Write(func(fd uintptr) bool {
-					err = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
-					return true
-				}))
-				require.NoError(t, err)
+				require.NoError(t, hostile.SendUrgent(c))
 				_, err = io.WriteString(c, tc.after)
 				require.NoError(t, err)
 				require.NoError(t, c.SetReadDeadline(time.Now().Add(time.Second)))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/meshnode/health/internal/hostile"
 	"github.com/meshnode/health/internal/probetest"
 )
 
@@ -36,16 +37,9 @@ func TestPeekPastUrgent(t *testing.T) {
 		send := func(s string, urgent bool) {
 			_, err := io.WriteString(client, s)
 			require.NoError(t, err)
-			if !urgent {
-				return
+			if urgent {
+				require.NoError(t, hostile.SendUrgent(client))
 			}
-			rc, err := client.(*net.TCPConn).SyscallConn()
-			require.NoError(t, err)
-			require.NoError(t, rc.Write(func(fd uintptr) bool {
-				err = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
-				return true
-			}))
-			require.NoError(t, err)
 		}
 		calls, buf := newConnCalls(), make([]byte, maxRequestBytes)
 		peekAll := func(want string, wantPeeked peeked) {
@@ -81,13 +75,7 @@ func TestUrgentHeaderTimesOutWithAFIN(t *testing.T) {
 		defer c.Close()
 		_, err = io.WriteString(c, partial)
 		require.NoError(t, err)
-		rc, err := c.(*net.TCPConn).SyscallConn()
-		require.NoError(t, err)
-		require.NoError(t, rc.Write(func(fd uintptr) bool {
-			err = syscall.Sendto(int(fd), []byte("!"), syscall.MSG_OOB, nil)
-			return true
-		}))
-		require.NoError(t, err)
+		require.NoError(t, hostile.SendUrgent(c))
 		require.NoError(t, c.SetReadDeadline(time.Now().Add(2*headerTimeout)))
 		got, err := io.ReadAll(c)
 		assert.NoError(t, err, "%q: a FIN, not a reset", partial)
