@@ -11,6 +11,7 @@ import (
 // listener's errors, goes to net/http's Accept.
 func (l *connLimiter) acceptLoop() {
 	defer l.goroutines.Done()
+	defer close(l.acceptEnd)
 	r := l.accepting
 	for {
 		nc, err := l.Listener.Accept()

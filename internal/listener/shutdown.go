@@ -42,11 +42,19 @@ func (l *connLimiter) Close() error {
 }
 
 // finish waits, until ctx's end at most, for the room to let go of what
-// it holds after an answer (room.finish); net/http must have stopped.
+// it holds after an answer (room.finish); net/http must have stopped, and
+// the listener closed. The accepting goroutine goes first: one it has just
+// answered joins the room after the answer, and an empty room that
+// finished before would close it at once, over its linger.
 func (l *connLimiter) finish(ctx context.Context) {
-	if l.room != nil {
-		l.room.finish(ctx)
+	if l.room == nil {
+		return
 	}
+	select {
+	case <-l.acceptEnd:
+	case <-ctx.Done():
+	}
+	l.room.finish(ctx)
 }
 
 // wait closes the room, and returns once every goroutine the limiter

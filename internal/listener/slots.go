@@ -92,6 +92,7 @@ type connLimiter struct {
 	done       chan struct{} // closed once Serve stops taking connections
 	stopOnce   sync.Once
 	goroutines sync.WaitGroup // the accepting and the room's goroutines
+	acceptEnd  chan struct{}  // closed as the accepting goroutine returns
 
 	mu         sync.Mutex
 	released   sync.Cond    // a slot was released, or shutdown began
@@ -155,6 +156,7 @@ func newConnLimiter(ln net.Listener, limit int, opts Options) *connLimiter {
 	}
 	if l.room != nil {
 		l.handoff = make(chan handed, queueFor(limit))
+		l.acceptEnd = make(chan struct{})
 		l.goroutines.Add(2)
 		go l.acceptLoop()
 		go l.room.run()
