@@ -1,6 +1,10 @@
 package listener
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -23,9 +27,13 @@ import (
 // value, and counted alike, so nothing tells who wrote it.
 type reader struct {
 	calls *connCalls
-	buf   []byte     // the peek's, maxRequestBytes long
+	buf   []byte     // the peek's, maxRequestBytes long, with room for a line end
 	route AnswerFunc // nil: nothing is answered here
 	out   []byte     // the answer being written
+	// unread and lines feed a partial header to net/http's parser
+	// (refusedByNetHTTP).
+	unread bytes.Reader
+	lines  *bufio.Reader
 	// date is the Date value of the second dateSecond, formatted once a
 	// second, not once an answer.
 	date       []byte
@@ -35,7 +43,8 @@ type reader struct {
 func newReader(route AnswerFunc) *reader {
 	return &reader{
 		calls:      newConnCalls(),
-		buf:        make([]byte, maxRequestBytes),
+		buf:        make([]byte, maxRequestBytes, maxRequestBytes+len("\r\n")),
+		lines:      bufio.NewReader(nil),
 		route:      route,
 		out:        make([]byte, 0, 1024),
 		date:       make([]byte, 0, len(http.TimeFormat)),
@@ -55,6 +64,8 @@ func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf
 // nc.
 func (r *reader) settle(nc net.Conn, p peeked, n int) (bool, holdKind, drain) {
 	switch {
+	case (p == peekedIncomplete || p == peekedOversized) && r.refusedByNetHTTP(n, false):
+		return true, r.refuseMalformed(nc, n), drain{}
 	case p == peekedOversized:
 		return true, r.refuse(nc, n), drain{}
 	case p == peekedClosed:
@@ -166,6 +177,62 @@ func (r *reader) dateOf(now time.Time) []byte {
 const response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
 
 var response431Bytes = []byte(response431)
+
+// response400 is the answer net/http gives a request it cannot parse,
+// byte for byte (TestMalformedAsNetHTTP compares the two).
+const response400 = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+
+var response400Bytes = []byte(response400)
+
+// refusedByNetHTTP reports whether net/http, having read the first n bytes
+// of a header not yet whole, in r.buf, refuses it, as it does a request
+// line or header line it cannot parse, before the header ends. It reads a
+// header line by line, so only whole lines count; once its read deadline
+// passes (timedOut), it parses the line it was cut off in as if it had
+// ended. Its own parser decides, on the bytes it reads (an urgent byte
+// skipped), so the verdict is net/http's on every Go, not a copy's. One
+// difference is when: net/http judges a header line with a colon only
+// once the byte after it has come, which says whether a continuation line
+// follows; here it is judged at once. No continuation mends a line so
+// refused, so the answer is the same 400, only sooner.
+func (r *reader) refusedByNetHTTP(n int, timedOut bool) bool {
+	b := r.buf[:n]
+	if i := bytes.LastIndexByte(b, '\n'); !timedOut {
+		b = b[:i+1]
+	} else if i < n-1 {
+		b = append(b, "\r\n"...) // within buf's capacity: no allocation
+	}
+	if len(b) == 0 {
+		return false
+	}
+	r.unread.Reset(b)
+	r.lines.Reset(&r.unread)
+	_, err := http.ReadRequest(r.lines)
+	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// refuseMalformed answers a header net/http would have refused, its first
+// n bytes in r.buf, with net/http's 400, and closes it, as net/http does:
+// it reads, answers and closes without a linger.
+func (r *reader) refuseMalformed(nc net.Conn, n int) holdKind {
+	r.calls.read(r.buf[:n])
+	r.calls.write(response400Bytes)
+	return endOrHold(nc, holdNone)
+}
+
+// timedOut ends nc, whose header did not arrive whole within
+// headerTimeout, as net/http's read deadline does: with a 400 if the
+// header's last line, cut off, makes it one net/http refuses, and after
+// reading what its client sent, so that the close is a FIN.
+func (r *reader) timedOut(nc net.Conn) {
+	p, n := r.peek(nc)
+	refused := p == peekedIncomplete && r.refusedByNetHTTP(n, true)
+	r.discard(nc)
+	if refused {
+		r.calls.write(response400Bytes)
+	}
+	_ = nc.Close()
+}
 
 // refuse answers a header over the caps, its first n bytes in r.buf, as
 // net/http would, and lingers as net/http does (hold.go).

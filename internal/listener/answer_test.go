@@ -280,3 +280,73 @@ func FuzzShortPath(f *testing.F) {
 		}
 	})
 }
+
+// TestPartialHeadersAsNetHTTP: a header that never ends gets from Serve
+// what it gets from net/http, and when: a request line or header line
+// net/http cannot parse, its 400 at once; a line cut off by the header
+// deadline, at the deadline, the 400 if net/http refuses it taken as
+// whole, and otherwise nothing; each ending in a clean close (a FIN).
+func TestPartialHeadersAsNetHTTP(t *testing.T) {
+	s := serveTest(t, nil, Options{})
+	ref := serveReference(t, s.probes, nil)
+	cases := []struct {
+		name, send string
+		atOnce     [2]bool // net/http's answer, Serve's, comes before the deadline
+	}{
+		{"a request line net/http cannot parse", "GARBAGE\r\n", [2]bool{true, true}},
+		{"a blank line first", "\r\n", [2]bool{true, true}},
+		{"a header line without a colon", "GET /readyz HTTP/1.1\r\nBad Header\r\n", [2]bool{true, true}},
+		{"a header line without a name, and a byte after it", "GET /readyz HTTP/1.1\r\nHost: x\r\n: x\r\nX", [2]bool{true, true}},
+		// net/http waits for the byte that says whether a continuation
+		// line follows; Serve does not (see refusedByNetHTTP).
+		{"a header line without a name, and nothing after it", "GET /readyz HTTP/1.1\r\nHost: x\r\n: x\r\n", [2]bool{false, true}},
+		{"a request line cut off", "GET /rea", [2]bool{}},
+		{"a byte of a request line", "G", [2]bool{}},
+		{"a header line cut off, unparsable", "GET /readyz HTTP/1.1\r\nHo", [2]bool{}},
+		{"a blank line cut off after its CR", partialProbe, [2]bool{}},
+		{"a header line cut off, parsable", "GET /readyz HTTP/1.1\r\nHost: x\r\nX-a: b", [2]bool{}},
+		{"whole lines only", "GET /readyz HTTP/1.1\r\nHost: x\r\n", [2]bool{}},
+		{"a request line cut off at its end", "GET /readyz HTTP/1.1", [2]bool{}},
+	}
+	type result struct {
+		answer string
+		err    error
+		took   time.Duration
+	}
+	send := func(addr, raw string) (r result) {
+		start := time.Now()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return result{err: err}
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, raw)
+		_ = c.SetReadDeadline(time.Now().Add(2 * headerTimeout))
+		got, err := io.ReadAll(c)
+		return result{string(got), err, time.Since(start)}
+	}
+	results := make([][2]result, len(cases))
+	var wg sync.WaitGroup
+	for i, tc := range cases {
+		for j, addr := range [...]string{ref, s.addr} {
+			wg.Go(func() { results[i][j] = send(addr, tc.send) })
+		}
+	}
+	wg.Wait()
+	for i, tc := range cases {
+		assert.Equal(t, results[i][0].answer, results[i][1].answer, "%s: %q", tc.name, tc.send)
+		if tc.atOnce[0] {
+			assert.Equal(t, response400, results[i][0].answer, "%s: net/http", tc.name)
+		}
+		for j, r := range results[i] {
+			server := [...]string{"net/http", "Serve"}[j]
+			assert.NoError(t, r.err, "%s: %s: a clean close", tc.name, server)
+			if tc.atOnce[j] {
+				assert.Less(t, r.took, headerTimeout/2, "%s: %s answered late", tc.name, server)
+			} else {
+				assert.GreaterOrEqual(t, r.took, headerTimeout, "%s: %s before the deadline", tc.name, server)
+				assert.Less(t, r.took, headerTimeout+time.Second, "%s: %s long after the deadline", tc.name, server)
+			}
+		}
+	}
+}

@@ -190,26 +190,24 @@ func (r *room) examine(ev readyEvent) {
 }
 
 // answer peeks again at w, awaiting its header, and settles it once its
-// header is whole, too large, or its client has gone (a reset one
-// unpeeked: no one is left to answer). What settle does not take is to be
-// handed to net/http, as p. A partial header whose client shut its side
-// is handed as complete: net/http answers it at once (a 400), so it must
-// take an answering slot, never a waiting one that a burst of them would
-// have evicted. r.mu must be held.
+// header is whole, too large, refused, or its client has gone (a reset one
+// unpeeked: no one is left to answer). A partial header whose client shut
+// its side gets net/http's 400 here: net/http, reading its end, answers
+// every such header so. What neither takes is to be handed to net/http,
+// as p. r.mu must be held.
 func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	p, n := peekedClosed, 0
 	if !ev.failed {
 		p, n = r.reader.peek(w.nc)
 	}
-	if (p == peekedEmpty || p == peekedIncomplete) && !ev.hangup {
-		return false, p
-	}
 	settled, kind, d := r.reader.settle(w.nc, p, n)
-	if !settled {
+	switch {
+	case !settled && (p == peekedEmpty || p == peekedIncomplete) && !ev.hangup:
+		return false, p
+	case !settled && p == peekedIncomplete:
+		kind = r.reader.refuseMalformed(w.nc, n)
+	case !settled:
 		r.drop(w)
-		if ev.hangup && p == peekedIncomplete {
-			p = peekedComplete
-		}
 		return true, p
 	}
 	w.drain = d
@@ -275,9 +273,10 @@ func (r *room) expire() (finished bool) {
 	r.mu.Unlock()
 	for i, w := range expired {
 		if w.hold == holdNone {
-			r.reader.discard(w.nc) // a clean close, as net/http's
+			r.reader.timedOut(w.nc)
+		} else {
+			_ = w.nc.Close()
 		}
-		_ = w.nc.Close()
 		expired[i] = nil
 	}
 	return finished
