@@ -19,31 +19,6 @@ import (
 // probeRequest is the kubelet's probe, as it sends it.
 const probeRequest = "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n"
 
-// TestParseRequest checks what the parser takes of each plain probe, that
-// it takes every other request the short path answers, and leaves to
-// net/http every request it must.
-func TestParseRequest(t *testing.T) {
-	for _, raw := range probetest.PlainProbes() {
-		p, ok := parseRequest([]byte(raw))
-		require.True(t, ok, "%q", raw)
-		method, target, _ := strings.Cut(raw, " ")
-		target, version, _ := strings.Cut(target, " ")
-		path, query, _ := strings.Cut(target, "?")
-		assert.Equal(t, method, p.method, "%q", raw)
-		assert.Equal(t, path, string(p.path), "%q", raw)
-		assert.Equal(t, query, string(p.rawQuery), "%q", raw)
-		assert.Equal(t, strings.HasPrefix(version, "HTTP/1.0"), p.http10, "%q", raw)
-	}
-	for _, tc := range probetest.OtherRequests {
-		_, ok := parseRequest([]byte(tc.Raw))
-		assert.True(t, ok, "%s: %q", tc.Name, tc.Raw)
-	}
-	for _, tc := range probetest.NetHTTPRequests {
-		_, ok := parseRequest([]byte(tc.Raw))
-		assert.False(t, ok, "%s: %q", tc.Name, tc.Raw)
-	}
-}
-
 // serveReference serves p as Serve's net/http does, but without the
 // limiter and so without the short path, on ln, or a fresh loopback
 // listener for a nil ln.

@@ -192,6 +192,27 @@ func parseRequest(req []byte) (request, bool) {
 	return r, true
 }
 
+// plainLines reports whether b, whole lines of a header's start, holds
+// only lines parseRequest takes (a request line, then header lines): none
+// net/http refuses, since parseRequest is the stricter.
+func plainLines(b []byte) bool {
+	var r request
+	line, rest, ok := cutLine(b)
+	if !ok || !r.parseRequestLine(line) {
+		return false
+	}
+	for len(rest) > 0 {
+		if line, rest, ok = cutLine(rest); !ok {
+			return false
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !isToken(name) || !isFieldValue(value) {
+			return false
+		}
+	}
+	return true
+}
+
 // parseRequestLine reads the request line into r.
 func (r *request) parseRequestLine(line []byte) bool {
 	method, line, _ := bytes.Cut(line, []byte(" "))
