@@ -25,12 +25,18 @@ func (c *connCalls) pastUrgentFD(fd uintptr) bool {
 	if atMark != 0 {
 		return true // nothing past the mark the last peek did not see
 	}
-	if c.err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soPeekOff, c.off); c.err != nil {
+	if c.err = setPeekOffset(fd, c.off); c.err != nil {
 		return true
 	}
 	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_PEEK)
-	if err := syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soPeekOff, -1); err != nil && c.err == nil {
+	if err := setPeekOffset(fd, -1); err != nil && c.err == nil {
 		c.err = err
 	}
 	return true
+}
+
+// setPeekOffset sets fd's SO_PEEK_OFF to off. A test makes it fail, as on
+// the older kernels where only unix sockets have the option (socket(7)).
+var setPeekOffset = func(fd uintptr, off int) error {
+	return syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soPeekOff, off)
 }

@@ -23,6 +23,16 @@ func peekOffsetWorks(t *testing.T) bool {
 	return syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, soPeekOff, 0) == nil
 }
 
+// withoutPeekOffset makes the room's kernel one without SO_PEEK_OFF for
+// TCP, until t's end, and reports true: the room cannot peek past an
+// urgent byte, and leaves such a header to net/http.
+func withoutPeekOffset(t *testing.T) bool {
+	own := setPeekOffset
+	setPeekOffset = func(uintptr, int) error { return syscall.EOPNOTSUPP }
+	t.Cleanup(func() { setPeekOffset = own })
+	return true
+}
+
 // TestPeekPastUrgent: wherever an urgent byte falls in a header that
 // arrives in two parts, each peek sees exactly the bytes net/http's reads
 // would, the urgent byte left out, and nothing twice; and the read that
