@@ -36,7 +36,7 @@ func (l *connLimiter) acceptLoop() {
 				_ = nc.Close() // Serve is stopping: nothing to hold it for
 			}
 			continue
-		case settled, (p == peekedIncomplete || p == peekedEmpty) && l.room.add(nc, r.calls.fd, holdNone, drain{}, MonotonicNow()):
+		case settled, p.awaited() && l.room.add(nc, r.calls.fd, holdNone, drain{}, MonotonicNow()):
 			continue
 		}
 		if !l.hand(handed{nc: nc, p: p}, r) {

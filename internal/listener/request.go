@@ -70,6 +70,17 @@ const (
 	peekedUrgent                   // part of a header, then an urgent byte no peek gets past
 )
 
+// awaited reports whether a connection so peeked waits in the room for
+// more of its header. One whose peek stops at an urgent byte it cannot
+// get past (a kernel without SO_PEEK_OFF for TCP) waits there too, until
+// its deadline, unanswered, where net/http would read past the byte and
+// answer: in net/http's slots a flood of them was evicted and reconnected
+// as fast as it was (the reconnect storm), while no probe carries such a
+// byte.
+func (p peeked) awaited() bool {
+	return p == peekedEmpty || p == peekedIncomplete || p == peekedUrgent
+}
+
 // request is what parseRequest takes of a header: what the AnswerFunc
 // routes, and what tells how long net/http would hold the connection after
 // its answer (hold.go).

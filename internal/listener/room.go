@@ -202,7 +202,7 @@ func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	}
 	settled, kind, d := r.reader.settle(w.nc, p, n)
 	switch {
-	case !settled && (p == peekedEmpty || p == peekedIncomplete) && !ev.hangup:
+	case !settled && p.awaited() && !ev.hangup:
 		return false, p
 	case !settled && p == peekedIncomplete:
 		kind = r.reader.refuseMalformed(w.nc, n)

@@ -91,8 +91,8 @@ func (c *connCalls) urgent() bool {
 
 // peekPastUrgent peeks, into p, at what has arrived past the urgent byte
 // pending on the connection last peeked, whose peek found n bytes, and
-// returns how many it found; false where it cannot look (pastUrgentFD),
-// and the header is net/http's to read.
+// returns how many it found; false where it cannot look (pastUrgentFD;
+// see peeked.awaited).
 func (c *connCalls) peekPastUrgent(p []byte, n int) (int, bool) {
 	c.p, c.off = p, n
 	more, err := c.result(c.rc.Read(c.pastUrgentFunc))

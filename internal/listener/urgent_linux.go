@@ -13,9 +13,9 @@ const soPeekOff = 42
 // of the urgent mark, unless the mark was where it started: a peek that
 // starts at the mark skips the byte and goes on, as a read does
 // (SIOCATMARK tells which). So it peeks again from the offset c.off, the
-// mark (SO_PEEK_OFF, for TCP on recent kernels; elsewhere it fails, and
-// the header goes to net/http), and unsets the offset, which every other
-// peek must start without.
+// mark (SO_PEEK_OFF, for TCP on recent kernels; elsewhere it fails: see
+// peeked.awaited), and unsets the offset, which every other peek must
+// start without.
 func (c *connCalls) pastUrgentFD(fd uintptr) bool {
 	var atMark int32
 	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.SIOCATMARK, uintptr(unsafe.Pointer(&atMark))); errno != 0 {

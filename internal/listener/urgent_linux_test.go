@@ -3,6 +3,7 @@ package listener
 import (
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -93,4 +94,24 @@ func TestUrgentHeaderTimesOutWithAFIN(t *testing.T) {
 		assert.GreaterOrEqual(t, time.Since(start), headerTimeout)
 		assert.Less(t, time.Since(start), headerTimeout+holdMargin)
 	}
+}
+
+// TestUrgentFloodWaitsInTheRoom: on a kernel without SO_PEEK_OFF for TCP,
+// partial headers each carrying an urgent byte, many more than there are
+// slots, wait in the room, none evicted, while a probe is answered.
+func TestUrgentFloodWaitsInTheRoom(t *testing.T) {
+	withoutPeekOffset(t)
+	s := serveTest(t, nil, Options{Limit: 2})
+	const clients = 64
+	for range clients {
+		c, err := net.Dial("tcp", s.addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHo")
+		require.NoError(t, err)
+		require.NoError(t, hostile.SendUrgent(c))
+	}
+	probetest.Eventually(t, func() bool { return s.counters.Accepted.Load() == clients }, "every client accepted")
+	assert.True(t, strings.HasPrefix(exchange(t, s.addr, probeRequest), "HTTP/1.1 200 OK\r\n"))
+	assert.Zero(t, s.counters.Evicted.Load(), "none evicted")
 }
