@@ -50,10 +50,9 @@ func newReader(route AnswerFunc) *reader {
 func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf) }
 
 // settle deals with nc by what r's peek of it, p of n bytes, found, and
-// reports whether it did: a header net/http refuses is refused, a
-// connection whose client has gone is closed, and a whole request
-// parseRequest takes is answered. What is then to be held is returned for
-// the room to keep.
+// reports whether it did: a header net/http refuses is refused, one whose
+// client has gone closed, and a request parseRequest takes answered. What
+// is then to be held is returned for the room to keep.
 func (r *reader) settle(nc net.Conn, p peeked, n int) (bool, holdKind, drain) {
 	switch {
 	case p == peekedIncomplete && r.refusedByNetHTTP(n, false):
@@ -72,15 +71,13 @@ func (r *reader) settle(nc net.Conn, p peeked, n int) (bool, holdKind, drain) {
 
 // answer answers nc, if its first n bytes, in r.buf, are a request
 // parseRequest takes, and returns false, having done nothing, if not.
-//
 // The request is read before the answer is written, so that the close is
-// a FIN, not a reset (see rstAvoidanceDelay). They are bytes the peek
-// saw, already queued; a read that does not return them all means the
-// connection is broken, closed unanswered and uncounted, as net/http
-// counts a request only once read. The answer, under 1 KiB into an empty
-// send buffer, is written with one write that never waits: what the
-// buffer does not take is dropped, as net/http's write timeout would end
-// it.
+// a FIN, not a reset (see rstAvoidanceDelay); a read short of the bytes
+// the peek saw means the connection is broken, closed unanswered and
+// uncounted, as net/http counts a request only once read. The answer,
+// under 1 KiB into an empty send buffer, takes one write that never
+// waits: what the buffer does not take is dropped, as net/http's write
+// timeout would end it.
 func (r *reader) answer(nc net.Conn, n int) (bool, holdKind, drain) {
 	answer, counter, req, ok := r.respond(r.buf[:n])
 	if !ok {

@@ -21,8 +21,8 @@ var aLongTimeAgo = time.Unix(1, 0)
 // drain or linger over a request's body after the answer (hold.go), in a
 // slot that cannot be evicted. So the handler flushes its answer and
 // aborts with http.ErrAbortHandler, on which net/http closes at once, logs
-// nothing and returns the connection's buffers to its pools (but the
-// answer's 2 KiB, lost only with a body). The close hands the connection
+// nothing and returns the connection's buffers to its pools, all but the
+// answer's 2 KiB, a loss only with a body. The close hands the connection
 // to the room, if any, to be held as net/http would (limitedConn.Close);
 // without one, a client that sends a body may see a reset before the
 // answer. It aborts even when the flush fails: a client that reset its

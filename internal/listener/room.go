@@ -112,9 +112,6 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64
 // hold takes nc, answered by net/http, to hold as net/http would have
 // (kind, d), and reports whether it did; if not, the caller closes nc.
 func (r *room) hold(nc net.Conn, kind holdKind, d drain, accepted int64) bool {
-	if r == nil {
-		return false
-	}
 	_ = nc.SetReadDeadline(time.Time{}) // stopReading's, on which the room's reads would fail
 	return r.add(nc, descriptorOf(nc), endOrHold(nc, kind), d, accepted)
 }
@@ -183,10 +180,9 @@ func (r *room) examine(ev readyEvent) {
 
 // answer peeks again at w, awaiting its header, and settles it once its
 // header is whole, too large, refused, or its client has gone (a reset one
-// unpeeked: no one is left to answer). A partial header whose client shut
-// its side gets net/http's 400, as net/http answers every such header.
-// What is not settled is to be handed to net/http, as p. r.mu must be
-// held.
+// unpeeked). A partial header whose client shut its side gets net/http's
+// 400, as net/http answers every such header. What is not settled is to
+// be handed to net/http, as p. r.mu must be held.
 func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	p, n := peekedClosed, 0
 	if !ev.failed {
@@ -274,8 +270,7 @@ func (r *room) expire() (finished bool) {
 }
 
 // arm sets the epoll set's deadline to deadline, if none is set or it
-// comes first. r.mu must be held, so that add's arming and expire's never
-// cross.
+// comes first. r.mu must be held, so that arms never cross.
 func (r *room) arm(deadline int64) {
 	if r.armed == 0 || deadline < r.armed {
 		r.set.setDeadline(deadline)
@@ -297,8 +292,7 @@ func (r *room) drop(w *waiter) {
 	delete(r.byID, w.id)
 }
 
-// closeOldest evicts the oldest connection, and reports whether there was
-// one.
+// closeOldest evicts the oldest connection, if there is one.
 func (r *room) closeOldest() bool {
 	r.mu.Lock()
 	w := r.oldest()

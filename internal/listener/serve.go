@@ -11,9 +11,9 @@
 // request.go parses the header; answer.go writes net/http's answer; hold.go
 // holds the connection after it as net/http would. net/http, behind a
 // bound with eviction (slots.go) and guards against its own holds
-// (guards.go), gets only a whole header request.go does not take, one with
-// an urgent byte the kernel cannot peek past (urgent_linux.go), and what
-// the room cannot hold; outside Linux, every connection.
+// (guards.go), gets only a whole header the short path does not answer,
+// one with an urgent byte the kernel cannot peek past (urgent_linux.go),
+// and what the room cannot hold; outside Linux, every connection.
 package listener
 
 import (
@@ -145,28 +145,26 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
+	var failed error
 	select {
 	case err := <-served: // the listener failed: end the rest as a shutdown does
 		_ = srv.Close()
-		l.shutdown()
-		finishCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
-		defer cancel()
-		l.finish(finishCtx)
-		l.wait()
-		return fmt.Errorf("serving %q: %w", ln.Addr().String(), err)
+		failed = fmt.Errorf("serving %q: %w", ln.Addr().String(), err)
 	case <-ctx.Done():
 	}
 	l.shutdown()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		opts.Log(slog.LevelWarn, "health: shutdown bound reached; closing the connections still open", "bound", shutdownBound)
-		_ = srv.Close()
+	if failed == nil {
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			opts.Log(slog.LevelWarn, "health: shutdown bound reached; closing the connections still open", "bound", shutdownBound)
+			_ = srv.Close()
+		}
+		<-served
 	}
-	<-served
 	l.finish(shutdownCtx)
 	l.wait()
-	return nil
+	return failed
 }
 
 // newHTTPServer returns the http.Server that serves handler behind the
