@@ -6,9 +6,9 @@ import (
 )
 
 // acceptLoop is the goroutine that accepts when there is a room: what the
-// peek settles it settles (reader.settle), what has no whole header or is
-// held after its answer goes to the room, and the rest, with the
-// listener's errors, goes to net/http's Accept.
+// peek settles it settles, what has no whole header or is held after its
+// answer goes to the room, and the rest, with the listener's errors, goes
+// to net/http's Accept.
 func (l *connLimiter) acceptLoop() {
 	defer l.goroutines.Done()
 	defer close(l.acceptEnd)
@@ -20,8 +20,8 @@ func (l *connLimiter) acceptLoop() {
 				l.outOfDescriptors(err)
 				continue
 			}
-			// net/http decides whether the error is fatal, and closes
-			// the listener if it is, which ends the hand-off.
+			// net/http decides whether it is fatal, and if so closes the
+			// listener, which ends the hand-off.
 			if !l.hand(handed{err: err}, r) {
 				return
 			}
@@ -46,21 +46,17 @@ func (l *connLimiter) acceptLoop() {
 }
 
 // descriptorRetry is how long Accept, out of descriptors, waits for a
-// connection to queue before it asks accept again, and how long it waits
-// when it holds nothing it could close: the rest of the process holds
-// every descriptor, and only time frees one.
+// connection to queue, and how long it waits when it holds nothing it
+// could close: then only time frees a descriptor.
 const descriptorRetry = 10 * time.Millisecond
 
 // outOfDescriptors makes room after accept failed for lack of
 // descriptors, rather than backing off as net/http would while the
-// kubelet's connection waits in the kernel's queue, and says so once a
-// minute. accept(2) fails so before it looks at its queue, so it first
-// asks whether anyone is connecting (acceptQueued): with nobody, the
-// shortage is the rest of the process's, and closing a connection would
-// close it for nobody. Then it closes the connection that has waited
-// longest in the room, else the oldest slot without a request, which
-// frees its descriptor at once, or else waits for a slot being answered
-// to end. Only when Serve holds nothing does it wait descriptorRetry.
+// kubelet's connection waits in the kernel's queue. If someone is
+// connecting (acceptQueued), it closes the connection that has waited
+// longest in the room, else the oldest slot without a request, else waits
+// for a slot being answered to end, or, when Serve holds nothing, waits
+// descriptorRetry.
 func (l *connLimiter) outOfDescriptors(err error) {
 	l.warn(&l.outOfFDLog, "health: out of file descriptors; closing the oldest connections that have not sent a whole request", err)
 	queued, pollErr := acceptQueued(l.Listener, descriptorRetry)
@@ -90,7 +86,7 @@ func (l *connLimiter) outOfDescriptors(err error) {
 	time.Sleep(descriptorRetry)
 }
 
-// warn writes msg through gate, with err and the slots held: what an
+// warn writes msg through gate, with err and the slots held, which an
 // operator sizing the agent's descriptor limit needs.
 func (l *connLimiter) warn(gate *logGate, msg string, err error) {
 	l.mu.Lock()

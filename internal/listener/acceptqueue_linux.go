@@ -9,15 +9,12 @@ import (
 )
 
 // acceptQueued reports whether a connection waits in ln's accept queue,
-// waiting up to wait for one to arrive. accept(2) fails for want of a
-// descriptor before it looks at its queue, so that failure says nothing
-// about whether anyone is connecting: while the rest of the process holds
-// every descriptor, Accept would otherwise make room for nobody, every
-// time it came round, closing connections that may be probes about to
-// speak. Where it cannot tell, it says yes, and Accept makes room as it
-// would without asking: when ln is not a socket it can poll, quietly, as
-// for a test's listener; when the poll itself fails, with the error, for
-// Accept to log.
+// waiting up to wait for one. accept(2) fails for want of a descriptor
+// before it looks at its queue, so that failure says nothing about whether
+// anyone is connecting: while the rest of the process holds every
+// descriptor, Accept would otherwise close connections, maybe probes
+// about to speak, for nobody. Where it cannot tell, it says yes: quietly
+// when ln is not a socket (a test's), with the error when the poll fails.
 func acceptQueued(ln net.Listener, wait time.Duration) (bool, error) {
 	sc, ok := ln.(syscall.Conn)
 	if !ok {
@@ -44,11 +41,9 @@ func acceptQueued(ln net.Listener, wait time.Duration) (bool, error) {
 	return queued, perr
 }
 
-// queuedAfterPoll reads ppoll's result. On an error, n is -1 as a
-// uintptr, not a count. A signal (the runtime preempts goroutines with
-// one) ends the wait early with EINTR, which says nothing is queued yet:
-// Accept comes round and asks again. Any other error cannot tell, and is
-// returned.
+// queuedAfterPoll reads ppoll's result; on an error, n is -1 as a
+// uintptr. A signal (the runtime preempts goroutines with one) ends the
+// wait early with EINTR: nothing is queued yet, and Accept asks again.
 func queuedAfterPoll(n uintptr, errno syscall.Errno) (bool, error) {
 	switch errno {
 	case 0:

@@ -14,29 +14,23 @@ import (
 
 // A reader is what a goroutine that takes connections in (the accepting
 // one, the room's) uses to look at them and answer them without net/http:
-// its system calls, its peek buffer and the answer's buffers. Each such
-// goroutine has its own, so none needs a lock.
+// its system calls and buffers, its own, so that none needs a lock.
 //
 // Why answer here: the kernel's accept queue is first in, first out, and a
 // local client that keeps it full of requests, each on a fresh connection,
 // makes the kubelet's probe wait behind all of them. Through net/http each
-// costs a goroutine, buffers and a map of every header line before it is
-// answered; here a parse of the peeked bytes, a table lookup, a read, a
-// write and a close, in reused buffers, so the queue drains at the
-// kernel's pace. The answer is net/http's, byte for byte but the Date
-// value, and counted alike, so nothing tells who wrote it.
+// costs a goroutine, buffers and a map of every header line; here a parse
+// of the peeked bytes, a table lookup, a read, a write and a close, in
+// reused buffers, so the queue drains at the kernel's pace. The answer is
+// net/http's, byte for byte but the Date value, and counted alike.
 type reader struct {
-	calls *connCalls
-	buf   []byte     // the peek's, maxRequestBytes long, with room for a line end
-	route AnswerFunc // nil: nothing is answered here
-	out   []byte     // the answer being written
-	// unread and lines feed a partial header to net/http's parser
-	// (refusedByNetHTTP).
-	unread bytes.Reader
-	lines  *bufio.Reader
-	// date is the Date value of the second dateSecond, formatted once a
-	// second, not once an answer.
-	date       []byte
+	calls      *connCalls
+	buf        []byte        // the peek's, maxRequestBytes long, with room for a line end
+	route      AnswerFunc    // nil: nothing is answered here
+	out        []byte        // the answer being written
+	unread     bytes.Reader  // refusedByNetHTTP's input to net/http's parser
+	lines      *bufio.Reader // and its reader
+	date       []byte        // the Date value of dateSecond, formatted once a second
 	dateSecond int64
 }
 
@@ -52,16 +46,13 @@ func newReader(route AnswerFunc) *reader {
 	}
 }
 
-// peek looks at what has arrived on nc so far, without consuming it (see
-// connCalls.peek).
+// peek looks at what has arrived on nc so far (connCalls.peek).
 func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf) }
 
-// settle deals with nc by what its peek p, of n bytes, found, and reports
-// whether it did, or nc is still to be served: a header over the caps is
-// refused, a connection whose client has gone is closed, and a whole
-// request parseRequest takes is answered. What the answer leaves to hold
-// (hold.go) is returned for the room to keep. It must follow r's peek of
-// nc.
+// settle deals with nc by what r's peek of it, p of n bytes, found, and
+// reports whether it did: a header net/http refuses is refused, one whose
+// client has gone closed, and a request parseRequest takes answered. What
+// is then to be held is returned for the room to keep.
 func (r *reader) settle(nc net.Conn, p peeked, n int) (bool, holdKind, drain) {
 	switch {
 	case p == peekedIncomplete && r.refusedByNetHTTP(n, false):
@@ -80,16 +71,13 @@ func (r *reader) settle(nc net.Conn, p peeked, n int) (bool, holdKind, drain) {
 
 // answer answers nc, if its first n bytes, in r.buf, are a request
 // parseRequest takes, and returns false, having done nothing, if not.
-//
-// The request is read before the answer is written, so that the close
-// sends a FIN behind the answer, not a reset (see rstAvoidanceDelay), as
-// net/http's does, having read them into its buffer. They are bytes the
-// peek saw, already queued; should the read not return them all, the
-// connection is broken, and is closed unanswered and uncounted, as
-// net/http counts a request only once read. The answer, under 1 KiB into
-// an empty send buffer, is written with one write that never waits: what
-// the buffer does not take is dropped, as net/http's write timeout would
-// end it.
+// The request is read before the answer is written, so that the close is
+// a FIN, not a reset (see rstAvoidanceDelay); a read short of the bytes
+// the peek saw means the connection is broken, closed unanswered and
+// uncounted, as net/http counts a request only once read. The answer,
+// under 1 KiB into an empty send buffer, takes one write that never
+// waits: what the buffer does not take is dropped, as net/http's write
+// timeout would end it.
 func (r *reader) answer(nc net.Conn, n int) (bool, holdKind, drain) {
 	answer, counter, req, ok := r.respond(r.buf[:n])
 	if !ok {
@@ -105,7 +93,7 @@ func (r *reader) answer(nc net.Conn, n int) (bool, holdKind, drain) {
 	return true, endOrHold(nc, kind), d
 }
 
-// respond returns the answer to the request in req, the counter the
+// respond returns the answer to the request in b, the counter the
 // handler would count it in, and the request, if parseRequest takes it
 // and the AnswerFunc answers it. The answer is valid until the next call.
 func (r *reader) respond(b []byte) ([]byte, *atomic.Uint64, request, bool) {
@@ -113,8 +101,9 @@ func (r *reader) respond(b []byte) ([]byte, *atomic.Uint64, request, bool) {
 	if !ok {
 		return nil, nil, req, false
 	}
-	if req.expectFailed {
-		r.out = r.append417(r.out[:0], time.Now())
+	if req.expectFailed { // net/http's 417, without the handler, so counted nowhere
+		r.out = append(append(r.out[:0], "HTTP/1.1 417 Expectation Failed\r\nDate: "...), r.dateOf(time.Now())...)
+		r.out = append(r.out, "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"...)
 		return r.out, &uncounted, req, true
 	}
 	resp, counter := r.route(req.method, req.path, req.rawQuery)
@@ -153,13 +142,6 @@ func (r *reader) appendAnswer(dst []byte, req *request, resp *Response, now time
 	return dst
 }
 
-// append417 appends net/http's answer to an Expect it does not support,
-// which it writes without the handler, so counts nowhere (uncounted).
-func (r *reader) append417(dst []byte, now time.Time) []byte {
-	dst = append(dst, "HTTP/1.1 417 Expectation Failed\r\nDate: "...)
-	return append(append(dst, r.dateOf(now)...), "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"...)
-}
-
 // uncounted counts the answers net/http gives without the handler.
 var uncounted atomic.Uint64
 
@@ -172,31 +154,27 @@ func (r *reader) dateOf(now time.Time) []byte {
 	return r.date
 }
 
-// response431 is the answer net/http gives an oversized header, byte for
-// byte (TestResponse431IsNetHTTPs compares the two).
-const response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
+// response431 and response400 are net/http's answers to an oversized
+// header and to one it cannot parse, byte for byte
+// (TestResponse431IsNetHTTPs and TestMalformedAsNetHTTP compare them).
+const (
+	response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
+	response400 = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
+)
 
-var response431Bytes = []byte(response431)
-
-// response400 is the answer net/http gives a request it cannot parse,
-// byte for byte (TestMalformedAsNetHTTP compares the two).
-const response400 = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
-
-var response400Bytes = []byte(response400)
+var response431Bytes, response400Bytes = []byte(response431), []byte(response400)
 
 // refusedByNetHTTP reports whether net/http, having read the first n bytes
-// of a header not yet whole, in r.buf, refuses it, as it does a request
-// line or header line it cannot parse, before the header ends. It reads a
-// header line by line, so only whole lines count; once its read deadline
-// passes (timedOut), it parses the line it was cut off in as if it had
-// ended. Its own parser decides, on the bytes it reads (an urgent byte
-// skipped), so the verdict is net/http's on every Go, not a copy's. One
-// difference is when: net/http judges a header line with a colon only
-// once the byte after it has come, which says whether a continuation line
-// follows; here it is judged at once. No continuation mends a line so
-// refused, so the answer is the same 400, only sooner. Lines plainLines
-// takes skip the parse, which costs some microseconds and allocations:
-// the room asks on every arrival.
+// of a header not yet whole, in r.buf, refuses it, as it does a line it
+// cannot parse, before the header ends. It reads line by line, so only
+// whole lines count; once its read deadline passes (timedOut), it parses
+// the line it was cut off in as if it had ended. Its own parser decides,
+// so the verdict is net/http's on every Go. net/http judges a header line
+// with a colon only once the next byte says whether a continuation
+// follows; here it is judged at once, but no continuation mends a line so
+// refused: the same 400, sooner. Lines plainLines takes skip the parse,
+// which costs microseconds and allocations, and the room asks on every
+// arrival.
 func (r *reader) refusedByNetHTTP(n int, timedOut bool) bool {
 	b := r.buf[:n]
 	if i := bytes.LastIndexByte(b, '\n'); !timedOut {
@@ -214,8 +192,8 @@ func (r *reader) refusedByNetHTTP(n int, timedOut bool) bool {
 }
 
 // refuseMalformed answers a header net/http would have refused, its first
-// n bytes in r.buf, with net/http's 400, and closes it, as net/http does:
-// it reads, answers and closes without a linger.
+// n bytes in r.buf, with net/http's 400, read first, and closes it without
+// a linger, as net/http does.
 func (r *reader) refuseMalformed(nc net.Conn, n int) holdKind {
 	r.calls.read(r.buf[:n])
 	r.calls.write(response400Bytes)
@@ -224,8 +202,7 @@ func (r *reader) refuseMalformed(nc net.Conn, n int) holdKind {
 
 // timedOut ends nc, whose header did not arrive whole within
 // headerTimeout, as net/http's read deadline does: with a 400 if the
-// header's last line, cut off, makes it one net/http refuses, and after
-// reading what its client sent, so that the close is a FIN.
+// header's last line, cut off, makes it one net/http refuses, read first.
 func (r *reader) timedOut(nc net.Conn) {
 	p, n := r.peek(nc)
 	refused := p == peekedIncomplete && r.refusedByNetHTTP(n, true)
@@ -236,17 +213,16 @@ func (r *reader) timedOut(nc net.Conn) {
 	_ = nc.Close()
 }
 
-// refuse answers a header over the caps, its first n bytes in r.buf, as
-// net/http would, and lingers as net/http does (hold.go).
+// refuse answers a header over the caps, its first n bytes in r.buf, and
+// lingers, as net/http does.
 func (r *reader) refuse(nc net.Conn, n int) holdKind {
 	r.calls.read(r.buf[:n])
 	r.calls.write(response431Bytes)
 	return endOrHold(nc, holdLinger)
 }
 
-// drain reads and discards what has arrived of the body of nc, held after
-// its answer, and returns what follows (hold.go). failed says the epoll set
-// saw the connection fail.
+// drain reads and discards what has arrived of nc's body, and returns
+// what follows. failed says the epoll set saw the connection fail.
 func (r *reader) drain(nc net.Conn, d *drain, failed bool) holdKind {
 	kind := holdDrain
 	for kind == holdDrain {
@@ -264,10 +240,10 @@ func (r *reader) drain(nc net.Conn, d *drain, failed bool) holdKind {
 }
 
 // discard reads what nc's client has sent, a header not yet whole, so
-// that its close is a FIN, as net/http's is. It reads until nothing is
-// left, not only what a peek saw: a read stops at an urgent mark, and the
-// next skips the urgent byte, which, left queued, would make the close a
-// reset. Four reads of the peek's buffer take any header under the caps.
+// that its close is a FIN. It reads until nothing is left, not only what a
+// peek saw: a read stops at an urgent mark, and the next skips the urgent
+// byte, which, left queued, would make the close a reset. Four reads of
+// the peek's buffer take any header under the caps.
 func (r *reader) discard(nc net.Conn) {
 	for range 4 {
 		if n, ok := r.calls.readFrom(nc, r.buf); !ok || n == 0 {
@@ -277,7 +253,7 @@ func (r *reader) discard(nc net.Conn) {
 }
 
 // endOrHold closes nc for holdNone, or for holdLinger shuts its sending
-// side, as net/http does before its linger, and returns kind.
+// side, and returns kind.
 func endOrHold(nc net.Conn, kind holdKind) holdKind {
 	switch kind {
 	case holdNone:

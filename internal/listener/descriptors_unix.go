@@ -23,5 +23,4 @@ func isOutOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
-// isAddressInUse reports whether a bind failed because the port is taken.
 func isAddressInUse(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }

@@ -13,15 +13,13 @@ const (
 	wsaENOBUFS    = syscall.Errno(10055) // no buffer space for another socket
 )
 
-// softDescriptorLimit is 0, unknown: Windows has no RLIMIT_NOFILE, so the
-// bound is maxLimit.
+// softDescriptorLimit is 0, unknown: Windows has no RLIMIT_NOFILE.
 func softDescriptorLimit() uint64 { return 0 }
 
-// isAddressInUse reports whether a bind failed because the port is taken.
 func isAddressInUse(err error) bool { return errors.Is(err, wsaEADDRINUSE) }
 
-// isOutOfDescriptors reports whether accept failed for lack of sockets.
-// net/http would take it for a fatal error and stop serving.
+// isOutOfDescriptors reports whether accept failed for lack of sockets,
+// which net/http would take for fatal.
 func isOutOfDescriptors(err error) bool {
 	return errors.Is(err, wsaEMFILE) || errors.Is(err, wsaENOBUFS)
 }

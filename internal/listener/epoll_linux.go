@@ -8,38 +8,34 @@ import (
 	"time"
 )
 
-// epollSet is the waiting room's epoll set. The set's own descriptor is
-// registered with the runtime's netpoller, so the room's goroutine waits
-// in the runtime, as a read does, rather than in a system call of its
-// own; its read deadline is the room's next header deadline.
-//
-// The set is edge-triggered: a peek leaves the bytes it looked at in the
-// receive buffer, so a level-triggered set would report the socket again
-// at once, for ever, and spin.
+// epollSet is the waiting room's epoll set. Its own descriptor is in the
+// runtime's netpoller, so the room's goroutine waits there, as a read
+// does, not in a system call of its own, with the room's next deadline as
+// its read deadline. It is edge-triggered: a peek leaves the bytes it
+// looked at in the receive buffer, so a level-triggered set would report
+// the socket again at once, for ever, and spin.
 type epollSet struct {
 	file   *os.File // the epoll descriptor, in the netpoller
 	rc     syscall.RawConn
 	events []syscall.EpollEvent
 	ready  []readyEvent
-	n      int   // wait's callback's count
-	err    error // and its error
+	n      int   // epollWait's count
+	err    error // and error
 	waitFn func(fd uintptr) bool
 }
 
 // readyEvent is the epoll set's report of one connection: its id, whether
 // its client has shut its sending side (a FIN), and whether the
-// connection has failed (a reset), after which there is no one to answer.
+// connection has failed (a reset).
 type readyEvent struct {
 	id             uint64
 	hangup, failed bool
 }
 
-// epollET is EPOLLET, which package syscall declares as a negative
-// constant.
-const epollET = 1 << 31
-
-// eventsPerWait bounds one wait's reports; more are read by the next.
-const eventsPerWait = 128
+const (
+	epollET       = 1 << 31 // EPOLLET, which package syscall declares negative
+	eventsPerWait = 128     // one wait's reports at most; the next reads more
+)
 
 func newEpollSet() (*epollSet, error) {
 	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
@@ -51,8 +47,8 @@ func newEpollSet() (*epollSet, error) {
 		return nil, fmt.Errorf("epoll descriptor: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "health-waiting-room")
-	// A deadline can be set only on a descriptor the netpoller took; one
-	// it did not would leave the room's goroutine blocked in epoll_wait.
+	// Only a descriptor the netpoller took has deadlines; any other would
+	// leave the room's goroutine blocked in epoll_wait.
 	if err := f.SetReadDeadline(time.Time{}); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("epoll descriptor not pollable: %w", err)
@@ -67,8 +63,7 @@ func newEpollSet() (*epollSet, error) {
 	return p, nil
 }
 
-// watch adds the socket fd to the set, reported by id: when bytes arrive,
-// when its client shuts its side, when it fails.
+// watch adds the socket fd to the set, reported by id.
 func (p *epollSet) watch(fd int32, id uint64) error {
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET}
 	putID(&ev, id)
@@ -92,9 +87,8 @@ func (p *epollSet) control(op int, fd int32, ev *syscall.EpollEvent) error {
 }
 
 // wait returns the connections reported since the last wait, waiting in
-// the netpoller for one if there is none. Past the deadline it returns
-// os.ErrDeadlineExceeded; once the epollSet is closed, an error. The slice
-// is the epoll set's, valid until the next wait.
+// the netpoller for one if there is none; past the deadline,
+// os.ErrDeadlineExceeded. The slice is valid until the next wait.
 func (p *epollSet) wait() ([]readyEvent, error) {
 	err := p.rc.Read(p.waitFn)
 	n := p.n
@@ -117,8 +111,7 @@ func (p *epollSet) wait() ([]readyEvent, error) {
 }
 
 // epollWait is wait's callback. It never blocks in the kernel: with
-// nothing to report it returns false, and the runtime waits for the set
-// to become readable, or for the deadline.
+// nothing to report it returns false, and the runtime waits.
 func (p *epollSet) epollWait(epfd uintptr) bool {
 	for {
 		n, err := syscall.EpollWait(int(epfd), p.events, 0)
@@ -141,11 +134,10 @@ func (p *epollSet) setDeadline(deadline int64) {
 	_ = p.file.SetReadDeadline(t)
 }
 
-// close closes the set, which ends a wait in progress.
 func (p *epollSet) close() error { return p.file.Close() }
 
-// putID and getID keep a connection's id in the event's 64 bits of user
-// data, which package syscall splits into Fd and Pad.
+// putID and getID keep an id in the event's 64 bits of user data, which
+// package syscall splits into Fd and Pad.
 func putID(ev *syscall.EpollEvent, id uint64) {
 	ev.Fd, ev.Pad = int32(uint32(id)), int32(uint32(id>>32))
 }

@@ -4,9 +4,8 @@ package listener
 
 import "errors"
 
-// epollSet exists on Linux alone, whose epoll can wait for many sockets
-// edge-triggered beside the runtime's own: elsewhere there is no waiting
-// room, and the slots hold what waits (see newRoom).
+// epollSet exists on Linux alone: elsewhere there is no waiting room, and
+// the slots hold what waits.
 type epollSet struct{}
 
 type readyEvent struct {

@@ -9,29 +9,24 @@ import (
 )
 
 // stopReading makes every further read of a connection whose request has
-// been read fail at once. Serve reads nothing after a request, so any
-// later read is net/http reading a body: after answering a request with
-// an Expect it does not support (417), it waits up to the read timeout
-// for up to 256 KiB of body, holding a connection that can no longer be
-// evicted. The request's context is cancelled as a side effect, which the
-// probe handler does not look at.
+// been read fail at once. Serve reads nothing after a request, so a later
+// read is net/http draining a body, as after its 417 to an Expect it does
+// not support, in a slot that can no longer be evicted. It also cancels
+// the request's context, which the probe handler does not look at.
 func stopReading(nc net.Conn) { _ = nc.SetReadDeadline(aLongTimeAgo) }
 
-// aLongTimeAgo is a read deadline already past.
 var aLongTimeAgo = time.Unix(1, 0)
 
 // closeAfterBody wraps Serve's handler. Left to itself, net/http would
-// drain a request's body after the answer, or linger over one it will not
-// drain (hold.go), in a slot that cannot be evicted. So the handler
-// flushes its answer and aborts with http.ErrAbortHandler, on which
-// net/http closes at once, logs nothing and returns the connection's
-// buffers to its pools (the answer's own 2 KiB buffer is lost, a cost only
-// of requests with a body, never of a probe's). Where there is a room, the
-// close hands the connection to it, held as net/http would have held it
-// (limitedConn.Close); elsewhere it closes, and a client that sends a body
-// may see a reset before it reads the answer. It aborts even when the
-// flush fails, because a client that reset its connection would otherwise
-// get the linger too.
+// drain or linger over a request's body after the answer (hold.go), in a
+// slot that cannot be evicted. So the handler flushes its answer and
+// aborts with http.ErrAbortHandler, on which net/http closes at once, logs
+// nothing and returns the connection's buffers to its pools, all but the
+// answer's 2 KiB, a loss only with a body. The close hands the connection
+// to the room, if any, to be held as net/http would (limitedConn.Close);
+// without one, a client that sends a body may see a reset before the
+// answer. It aborts even when the flush fails: a client that reset its
+// connection would otherwise get the linger too.
 type closeAfterBody struct{ handler http.Handler }
 
 func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -46,12 +41,11 @@ func (h closeAfterBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	panic(http.ErrAbortHandler)
 }
 
-// connKey keys a request's limitedConn in its context (http.Server's
-// ConnContext).
+// connKey keys a request's limitedConn in its context (ConnContext).
 type connKey struct{}
 
 // holdAfter readies c, answered, to be held as net/http would hold it
-// after r's answer (hold.go), from what of r's body net/http has read.
+// after r's answer, from what of r's body net/http has read.
 func (c *limitedConn) holdAfter(r *http.Request) {
 	if c.limiter.room == nil {
 		return
@@ -68,10 +62,9 @@ func (c *limitedConn) holdAfter(r *http.Request) {
 	c.limiter.mu.Unlock()
 }
 
-// Close closes c, or, where it is to be held after its answer
-// (holdAfter), hands it to the room instead, which closes it in time; for
-// net/http it is closed either way. Once: Server.Close may close it too,
-// from another goroutine.
+// Close closes c, or hands it to the room where it is to be held after
+// its answer (holdAfter). Once: Server.Close may close it too, from
+// another goroutine.
 func (c *limitedConn) Close() error {
 	c.limiter.mu.Lock()
 	kind, d := c.hold, c.drain
@@ -84,10 +77,8 @@ func (c *limitedConn) Close() error {
 }
 
 // Read lets net/http read at most maxRequestBytes and a header of at most
-// maxHeaderLines. Past either it fails the read as a broken connection
-// does, so that net/http closes at once rather than answer 431 itself and
-// linger, and, if net/http was still reading the header, it answers that
-// 431 first.
+// maxHeaderLines. Past either it answers 431 itself (refuse) and fails the
+// read as a broken connection does, so that net/http closes at once.
 func (c *limitedConn) Read(p []byte) (int, error) {
 	if c.read >= maxRequestBytes || c.header.lines > maxHeaderLines {
 		return 0, c.refuse()
@@ -101,19 +92,18 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 		c.body = append(c.body, after...) // what net/http has read of a body
 	}
 	if c.header.lines > maxHeaderLines {
-		// Before net/http sees these lines: it would build a map of
-		// them all before it could refuse them.
-		return 0, c.refuse()
+		return 0, c.refuse() // before net/http builds a map of them all
 	}
 	return n, err
 }
 
-// refuse answers 431 as net/http would, once and only while net/http is
-// still reading the header, and returns the error that makes it close.
+// refuse answers 431 as net/http would, once, and only while net/http is
+// still reading the header, with its linger where there is a room; and
+// returns the error that makes net/http close.
 func (c *limitedConn) refuse() error {
 	if !c.refused && c.limiter.stillWaiting(c) {
 		_, _ = io.WriteString(c.Conn, response431)
-		if c.limiter.room != nil { // net/http's linger after its 431 (hold.go)
+		if c.limiter.room != nil {
 			c.limiter.mu.Lock()
 			c.hold = holdLinger
 			c.limiter.mu.Unlock()
@@ -151,6 +141,3 @@ type limitedConn struct {
 	hold     holdKind // what the room is to do once net/http closes it; guarded by limiter.mu
 	drain    drain    // guarded by limiter.mu
 }
-
-// connList is a list of connections in slots, oldest first.
-type connList = list[limitedConn, *limitedConn]

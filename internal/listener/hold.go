@@ -2,32 +2,29 @@ package listener
 
 import "time"
 
-// What net/http does with a connection after answering a request whose
-// body the handler did not read, keep-alive being off, is what the room
-// does in its place (SPEC v5): hold the connection as long as a plain
-// server would, so that its client reconnects no sooner, but without a
-// goroutine or a buffer of its own. Closing at once instead, as the
-// slots' guards do, let a flood of such requests reconnect as fast as it
-// was answered: a storm several times a plain server's CPU.
+// After answering a request whose body the handler did not read, the room
+// holds the connection as long as net/http would (SPEC v5), so that its
+// client reconnects no sooner, but with no goroutine or buffer: closing at
+// once let a flood of such requests reconnect as fast as it was answered,
+// a storm several times a plain server's CPU.
 //
 // net/http (server.go's finishRequest and closeWriteAndWait, transfer.go's
-// body.Close and readTrailer, internal/chunked.go) holds a connection so:
+// body.Close and readTrailer, internal/chunked.go), keep-alive off:
 //
 //   - no body, or a request that asks to close (HTTP/1.0, or "Connection:
-//     close") and whose body is not chunked: closed at once;
-//   - a declared body over maxDrain: answered, then its sending side shut
-//     (a FIN), then closed rstAvoidanceDelay later, unread: a linger;
-//   - any other body: read and discarded until it ends, its client shuts
-//     its side, the connection fails, the body fails to parse, maxDrain
-//     bytes of it have been read, or the read deadline passes
-//     (headerTimeout from accept); then closed, at once when the body
-//     ended, else after a linger (from Go 1.27 on any failure, in Go 1.26
-//     only at maxDrain: failedDrain, drainGivesUpAt);
+//     close") and whose body is not chunked: closes at once;
+//   - a declared body over maxDrain: shuts its side (a FIN), then closes
+//     rstAvoidanceDelay later, unread: a linger;
+//   - any other body: reads and discards it until it ends, its client
+//     shuts its side, the connection fails, the body fails to parse,
+//     maxDrain bytes have been read, or the read deadline passes
+//     (headerTimeout from accept); then closes, at once if the body
+//     ended, else after a linger (Go 1.27 on any failure, Go 1.26 only at
+//     maxDrain: failedDrain, drainGivesUpAt);
 //   - with Expect: 100-continue (never answered with 100: the handler
 //     reads no body), Go 1.26's never lingers (expectLingers).
 //
-// maxDrain is net/http's maxPostHandlerReadBytes: the most body it reads
-// after an answer before it gives up on the connection.
+// maxDrain is net/http's maxPostHandlerReadBytes.
 const maxDrain = 256 << 10
 
 // rstAvoidanceDelay is how long net/http waits between shutting its side
@@ -48,7 +45,7 @@ const (
 )
 
 // holdFor is what follows the answer to req, whose first present bytes of
-// body have already arrived.
+// body have arrived.
 func holdFor(req *request, present []byte) (holdKind, drain) {
 	d := drain{chunked: req.chunked, owed: req.length, noLinger: req.expect && !expectLingers}
 	switch {
@@ -61,8 +58,8 @@ func holdFor(req *request, present []byte) (holdKind, drain) {
 }
 
 // drain is what remains of a body the room reads and discards: a declared
-// length, or a chunked body, which it follows as net/http's chunked
-// reader does, with its caps, without keeping a byte of it.
+// length, or a chunked body, followed as net/http's chunked reader does,
+// with its caps, without keeping a byte.
 type drain struct {
 	chunked  bool
 	noLinger bool  // Expect: 100-continue, before Go 1.27
@@ -101,8 +98,8 @@ const (
 	maxTrailer     = 4096
 )
 
-// giveUp is what follows once net/http would stop reading, having not
-// reached the body's end: kind, but no linger where net/http has none.
+// giveUp is what follows once net/http stops reading short of the body's
+// end: kind, but no linger where net/http has none.
 func (d *drain) giveUp(kind holdKind) holdKind {
 	if kind == holdLinger && d.noLinger {
 		return holdNone
@@ -111,8 +108,8 @@ func (d *drain) giveUp(kind holdKind) holdKind {
 }
 
 // consume takes p, the body's next bytes, and says what follows: holdNone
-// once the body has ended, holdDrain while it has not, and where net/http
-// gives up (its cap, a malformed chunk), what it does then.
+// once the body has ended, holdDrain while it has not, else what net/http
+// does when it gives up (its cap, a malformed chunk).
 func (d *drain) consume(p []byte) holdKind {
 	for len(p) > 0 && d.state < chunkEnded {
 		if !d.chunked || d.state == chunkData {
@@ -198,9 +195,7 @@ func (d *drain) next(c byte) chunkState {
 func (d *drain) endSizeLine() chunkState {
 	ok := d.cr && d.digits > 0 && !d.bad
 	d.excess = max(0, d.excess+int64(d.line)+1-(16+2*int64(d.size)))
-	// Saturated: a chunk of 2⁶² bytes is drained to its cap as surely as
-	// a larger one.
-	d.owed, d.size = int64(min(d.size, 1<<62)), 0
+	d.owed, d.size = int64(min(d.size, 1<<62)), 0 // 2⁶² hits the cap as surely as more
 	d.line, d.cr, d.extension, d.space, d.bad, d.digits = 0, false, false, false, false, 0
 	switch {
 	case !ok || d.excess > maxChunkExcess:

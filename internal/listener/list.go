@@ -2,17 +2,14 @@ package listener
 
 // list is an intrusive doubly linked list, in the order its elements were
 // added, so that the oldest is at hand and any one leaves in O(1) without
-// a search or an allocation: the slots waiting for a request, and the
-// waiting room's connections. Each element embeds its own
-// links; P is the element's pointer type, through which the list reaches
-// them.
+// a search or an allocation. Each element embeds its links; P is the
+// element's pointer type, through which the list reaches them.
 type list[T any, P listElement[T]] struct {
 	head, tail P
 	len        int
 }
 
-// listElement is a pointer to an element of a list, which embeds the
-// links[T] it is kept by.
+// listElement is a pointer to an element of a list.
 type listElement[T any] interface {
 	*T
 	listLinks() *links[T]

@@ -6,15 +6,12 @@ import "net/http"
 
 // limitHeaderValues lifts net/http's cap on the number of header and
 // trailer values (500 since Go 1.27), past which it answers 431 and
-// lingers (see maxRequestBytes), out of reach of any request the
-// connection lets through. Every value costs at least a byte: net/http
-// counts a header line as one value and a Trailer header's values by its
-// commas, so a request within maxRequestBytes carries fewer values than
-// it has bytes, and this cap is never the one reached.
+// lingers, out of reach: net/http counts a header line as one value and a
+// Trailer header's values by its commas, so a request within
+// maxRequestBytes carries fewer values than it has bytes.
 func limitHeaderValues(srv *http.Server) { srv.MaxHeaderValueCount = maxRequestBytes }
 
-// What Go 1.27's net/http does when its drain of a body after the answer
-// fails (see hold.go): it lingers after any drain that did not reach the
+// Go 1.27's net/http lingers after any drain that did not reach the
 // body's end, which it looks for one byte past maxDrain.
 const (
 	failedDrain    = holdLinger

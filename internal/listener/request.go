@@ -9,18 +9,17 @@ import (
 // request header: 4 KiB less a byte, room for a kubelet's request (about
 // 130 bytes) with many custom httpHeaders. net/http reads up to
 // MaxHeaderBytes and 4 KiB more before it refuses a header; below its cap,
-// the refusal, with net/http's 431 bytes, costs no goroutine (refuse).
+// the refusal, with net/http's 431 bytes, costs no goroutine.
 const maxRequestBytes = 4<<10 - 1
 
 // maxHeaderLines caps the lines of a request header, a dozen times a
 // kubelet's with a few custom headers: 4 KiB holds a thousand short lines,
-// of which net/http builds a map before it answers. More are refused with
-// the same 431.
+// of which net/http builds a map before it answers. More get the same 431.
 const maxHeaderLines = 64
 
-// headerScanner finds the blank line that ends an HTTP/1 request header,
-// across reads, and counts the header's lines up to it. net/http accepts
-// "\n" as well as "\r\n" as a line end, so both count.
+// headerScanner finds the blank line that ends a request header, across
+// reads, and counts the lines up to it. net/http accepts "\n" as well as
+// "\r\n" as a line end, so both count.
 type headerScanner struct {
 	lines     int
 	lineEmpty bool // only '\r' since the last '\n'
@@ -28,10 +27,9 @@ type headerScanner struct {
 }
 
 // scan reads p, the next bytes read, and returns what of them follows the
-// header, once the header has ended.
+// header, once it has ended. It goes from line end to line end: the room
+// rescans a header on every byte a slow client sends.
 func (s *headerScanner) scan(p []byte) (after []byte) {
-	// From line end to line end: the room rescans a header on every
-	// byte a slow client sends, so a long line costs one IndexByte.
 	for len(p) > 0 && !s.done {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
@@ -82,21 +80,19 @@ func (p peeked) awaited() bool {
 }
 
 // request is what parseRequest takes of a header: what the AnswerFunc
-// routes, and what tells how long net/http would hold the connection after
-// its answer (hold.go).
+// routes, and what tells how net/http would hold the connection after its
+// answer.
 type request struct {
-	method   string // one of knownMethods
-	path     []byte // '/' and unreserved bytes, or "*" for OPTIONS
-	rawQuery []byte // after the '?'; empty without one
-	http10   bool   // HTTP/1.0; otherwise HTTP/1.1
-	length   int64  // the declared Content-Length; 0 for none
-	chunked  bool   // Transfer-Encoding: chunked
-	closes   bool   // HTTP/1.0, or Connection: close
-	expect   bool   // Expect: 100-continue
-	// expectFailed: an Expect net/http refuses with 417, before and
-	// instead of the handler.
-	expectFailed bool
-	header       int // the header's length, blank line included
+	method       string // one of knownMethods
+	path         []byte // '/' and unreserved bytes, or "*" for OPTIONS
+	rawQuery     []byte // after the '?'; empty without one
+	http10       bool   // HTTP/1.0; otherwise HTTP/1.1
+	length       int64  // the declared Content-Length; 0 for none
+	chunked      bool   // Transfer-Encoding: chunked
+	closes       bool   // HTTP/1.0, or Connection: close
+	expect       bool   // Expect: 100-continue
+	expectFailed bool   // an Expect net/http refuses with 417, instead of the handler
+	header       int    // the header's length, blank line included
 }
 
 // knownMethods are the methods parseRequest takes, each as the constant it
@@ -112,37 +108,32 @@ var knownMethods = [...]string{
 // part is chosen so that net/http is known to hand such a request to the
 // handler unchanged:
 //
-//   - A request line of exactly one of knownMethods, a target of a path
-//     made of '/' and RFC 3986's unreserved bytes, starting with '/', with
-//     an optional query of printable ASCII (or "*" for OPTIONS), and
-//     HTTP/1.1 or HTTP/1.0, separated by single spaces: anything else (an
-//     absolute or escaped target, extra spaces or tabs, another version,
-//     leading blank lines) is net/http's to parse, reject, route or
-//     answer. Such a path reaches net/http's handler unchanged (URL.Path
-//     is the bytes, RawPath empty), so the AnswerFunc routes what the
-//     handler would.
+//   - A request line of one of knownMethods, a path of '/' and RFC 3986's
+//     unreserved bytes, starting with '/', with an optional query of
+//     printable ASCII (or "*" for OPTIONS), and HTTP/1.1 or HTTP/1.0,
+//     separated by single spaces. Such a path reaches the handler as its
+//     bytes (URL.Path, RawPath empty), so the AnswerFunc routes what the
+//     handler would; anything else (an absolute or escaped target, extra
+//     spaces or tabs, another version, leading blank lines) is net/http's.
 //   - Lines that end in CRLF, each header line a token name, a colon and a
 //     value of printable ASCII, spaces and tabs: net/http also accepts a
 //     bare LF, obs-text bytes and names with a space before the colon, and
-//     folds continuation lines, each with rules of its own (a name with a
+//     folds continuation lines, each by rules of its own (a name with a
 //     space is kept unmatched, so "Host : x" is no Host at all).
 //   - For HTTP/1.1 exactly one Host header and for HTTP/1.0 at most one,
-//     of host characters: net/http refuses a missing or duplicated Host
-//     with 400.
+//     of host characters: net/http refuses a missing or duplicated Host.
 //   - A body, if any, declared by one Content-Length of at most 18 digits,
 //     or for HTTP/1.1 by one "Transfer-Encoding: chunked" without a
-//     Content-Length: every other framing (two lengths, a sign, another
-//     coding) is one net/http refuses or reads by rules of its own, and
-//     where request smuggling lives.
+//     Content-Length: net/http refuses every other framing, or reads it by
+//     rules of its own, where request smuggling lives.
 //   - No Trailer or Upgrade header (a protocol switch is never a probe),
 //     and at most one non-empty Expect, on HTTP/1.1 only: net/http answers
 //     417 to any but "100-continue", with no handler, and in HTTP/1.0
 //     words of its own.
 //   - At most one Connection header, a list of tokens, and for HTTP/1.1
-//     only: on Go 1.26 net/http answers a 1.0 request that asks for
-//     keep-alive with "Connection: keep-alive", even though it then
-//     closes, and on Go 1.27 with no Connection header; the exclusion
-//     keeps the short path out of a version-dependent answer.
+//     only: net/http's answer to a 1.0 request asking for keep-alive
+//     depends on Go's version ("Connection: keep-alive" on 1.26, though it
+//     then closes; none on 1.27).
 //
 // What follows the blank line is the body, or a request sent after this
 // one, which net/http never answers with keep-alive off. Being stricter
@@ -204,8 +195,7 @@ func parseRequest(req []byte) (request, bool) {
 }
 
 // plainLines reports whether b, whole lines of a header's start, holds
-// only lines parseRequest takes (a request line, then header lines): none
-// net/http refuses, since parseRequest is the stricter.
+// only lines parseRequest takes, and so none net/http refuses.
 func plainLines(b []byte) bool {
 	var r request
 	line, rest, ok := cutLine(b)
@@ -251,10 +241,9 @@ func (r *request) parseRequestLine(line []byte) bool {
 	return len(path) > 0 && path[0] == '/' && allIn(path, &pathBytes) && allIn(query, &queryBytes)
 }
 
-// hasToken reports whether v holds token, ignoring ASCII case, as
-// net/http reads Expect: anywhere between boundaries of a space, a comma,
-// a tab or v's ends, so that "x 100-continue" holds it too. token is
-// letters, digits and '-'.
+// hasToken reports whether v holds token, of letters, digits and '-',
+// ignoring ASCII case, as net/http reads Expect: anywhere between a space,
+// a comma, a tab or v's ends, so that "x 100-continue" holds it too.
 func hasToken(v []byte, token string) bool {
 	for at := 0; at+len(token) <= len(v); at++ {
 		end := at + len(token)
@@ -300,9 +289,8 @@ func parseLength(v []byte) (int64, bool) {
 }
 
 // cutLine cuts b after its first LF, and returns the line before it and
-// what follows. It reports false when there is no LF, or no CR before it.
-// A CR anywhere else in the line is left to the checks of its parts, which
-// all refuse control bytes.
+// what follows; false when there is no LF, or no CR before it. A CR
+// elsewhere is left to the checks of the line's parts, which refuse it.
 func cutLine(b []byte) (line, rest []byte, ok bool) {
 	i := bytes.IndexByte(b, '\n')
 	if i < 1 || b[i-1] != '\r' {
@@ -325,12 +313,10 @@ func isFieldValue(s []byte) bool { return allIn(s, &fieldValueBytes) }
 func isHost(s []byte) bool { return len(s) > 0 && allIn(s, &hostBytes) }
 
 var (
-	tokenBytes = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~")
-	hostBytes  = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-.:[]_~%")
-	pathBytes  = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-._~/")
-	// A query is printable ASCII but the space; a field value may hold
-	// spaces and tabs too.
-	queryBytes      = printableASCII("")
+	tokenBytes      = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~")
+	hostBytes       = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-.:[]_~%")
+	pathBytes       = byteSet("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-._~/")
+	queryBytes      = printableASCII("") // no space
 	fieldValueBytes = printableASCII(" \t")
 )
 

@@ -12,13 +12,10 @@ import (
 // A room holds accepted connections without a goroutine or a buffer of
 // their own: those whose header has not arrived whole, and those answered
 // that net/http would still hold (hold.go). Their bytes stay in the
-// kernel's receive buffer; the epoll set reports each arrival, on which
-// the room's goroutine peeks again, or drains a body. A connection leaves
-// once its header is whole (answered, or handed to net/http), its client
-// has gone, headerTimeout has passed since its accept, its hold ends, or,
-// the room being full, it is the oldest (closed: an eviction). Holding
-// rather than evicting is what keeps a flood from becoming a reconnect
-// storm, which cost many times a plain server's CPU (SPEC v4).
+// kernel's receive buffer; on each arrival the epoll set reports, the
+// room's goroutine peeks again, or drains a body. Holding rather than
+// evicting keeps a flood from becoming a reconnect storm, which cost many
+// times a plain server's CPU (SPEC v4).
 type room struct {
 	l      *connLimiter
 	set    *epollSet
@@ -52,8 +49,7 @@ type waiter struct {
 
 type waiterList = list[waiter, *waiter]
 
-// makeEpollSet is newEpollSet, but where a test makes it fail.
-var makeEpollSet = newEpollSet
+var makeEpollSet = newEpollSet // a test's to make fail
 
 // newRoom returns l's room of size, or nil where none can be made: outside
 // Linux quietly, on Linux with a warning; l's slots then hold what waits.
@@ -71,7 +67,7 @@ func newRoom(l *connLimiter, size int, answer AnswerFunc) *room {
 // add has nc, accepted at accepted, wait for its header (holdNone), or be
 // held after its answer (kind, d), and reports whether it does: not when
 // nc has no descriptor, the room is closed, or, Serve stopping, nc awaits
-// its header. Full, the room first closes its oldest (see oldest).
+// its header. Full, the room first closes its oldest.
 func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64) bool {
 	if fd < 0 {
 		return false
@@ -114,19 +110,14 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64
 }
 
 // hold takes nc, answered by net/http, to hold as net/http would have
-// (kind, d), and reports whether it did; if not, nc is the caller's to
-// close.
+// (kind, d), and reports whether it did; if not, the caller closes nc.
 func (r *room) hold(nc net.Conn, kind holdKind, d drain, accepted int64) bool {
-	if r == nil {
-		return false
-	}
 	_ = nc.SetReadDeadline(time.Time{}) // stopReading's, on which the room's reads would fail
 	return r.add(nc, descriptorOf(nc), endOrHold(nc, kind), d, accepted)
 }
 
-// oldest is the connection to evict: the oldest lingering one, answered
-// and soon closed anyway, else the one that has waited longest. r.mu must
-// be held.
+// oldest is the connection to evict: the oldest lingering one, soon
+// closed anyway, else the one that has waited longest. r.mu must be held.
 func (r *room) oldest() *waiter {
 	if w := r.lingering.front(); w != nil {
 		return w
@@ -134,9 +125,7 @@ func (r *room) oldest() *waiter {
 	return r.waiting.front()
 }
 
-// run is the room's goroutine: it waits for the epoll set to report
-// arrivals, or for the oldest deadline, and deals with each, until the
-// room is closed or finished.
+// run is the room's goroutine, until the room is closed or finished.
 func (r *room) run() {
 	defer r.l.goroutines.Done()
 	defer close(r.ended)
@@ -168,15 +157,15 @@ func (r *room) run() {
 
 // examine deals with the connection ev reports: one awaiting its header is
 // peeked at again, one held for its body drained, and one lingering left
-// unread, as net/http's is. It runs under r.mu, system calls and all, so
-// that no eviction closes a connection halfway through; only the hand-off
-// to net/http, which may wait, comes after.
+// unread. It runs under r.mu, system calls and all, so that no eviction
+// closes a connection halfway through; only the hand-off, which may wait,
+// comes after.
 func (r *room) examine(ev readyEvent) {
 	r.mu.Lock()
 	w := r.byID[ev.id]
 	handOn, p := false, peekedIncomplete
 	switch {
-	case w == nil: // dropped since: see drop
+	case w == nil: // dropped since
 	case w.hold == holdDrain:
 		r.next(w, r.reader.drain(w.nc, &w.drain, ev.failed))
 	case w.hold == holdNone:
@@ -191,10 +180,9 @@ func (r *room) examine(ev readyEvent) {
 
 // answer peeks again at w, awaiting its header, and settles it once its
 // header is whole, too large, refused, or its client has gone (a reset one
-// unpeeked: no one is left to answer). A partial header whose client shut
-// its side gets net/http's 400 here: net/http, reading its end, answers
-// every such header so. What neither takes is to be handed to net/http,
-// as p. r.mu must be held.
+// unpeeked). A partial header whose client shut its side gets net/http's
+// 400, as net/http answers every such header. What is not settled is to
+// be handed to net/http, as p. r.mu must be held.
 func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	p, n := peekedClosed, 0
 	if !ev.failed {
@@ -220,8 +208,8 @@ func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	return false, p
 }
 
-// next moves w, answered or drained, to what follows, kind: gone (its
-// connection closed), drained, or lingering from now. r.mu must be held.
+// next moves w to what follows, kind: gone (its connection closed),
+// drained, or lingering from now. r.mu must be held.
 func (r *room) next(w *waiter, kind holdKind) {
 	switch {
 	case kind == holdNone:
@@ -235,12 +223,11 @@ func (r *room) next(w *waiter, kind holdKind) {
 	w.hold = kind
 }
 
-// expire ends the holds whose time has passed, which is no eviction, and
-// arms the epoll set for the next deadline: a header never completed is
-// closed, as net/http's ReadHeaderTimeout does; a body never completed
-// ends as net/http's drain does when its read deadline passes
-// (failedDrain); a linger ends in the close. It reports whether the room,
-// finishing, is empty, and so closed.
+// expire ends the holds whose time has passed (no eviction), as net/http
+// ends them: a header never completed by its ReadHeaderTimeout
+// (timedOut), a body never completed by its read deadline (failedDrain),
+// a linger in the close. It arms the epoll set for the next deadline, and
+// reports whether the room, finishing, is empty, and so closed.
 func (r *room) expire() (finished bool) {
 	now := MonotonicNow()
 	r.mu.Lock()
@@ -282,8 +269,8 @@ func (r *room) expire() (finished bool) {
 	return finished
 }
 
-// arm sets the epoll set's deadline to deadline, if none is set or it comes
-// first. Under r.mu, so that add's arming and expire's never cross.
+// arm sets the epoll set's deadline to deadline, if none is set or it
+// comes first. r.mu must be held, so that arms never cross.
 func (r *room) arm(deadline int64) {
 	if r.armed == 0 || deadline < r.armed {
 		r.set.setDeadline(deadline)
@@ -292,11 +279,10 @@ func (r *room) arm(deadline int64) {
 }
 
 // drop stops holding w. It stays in the epoll set until its socket
-// closes, which saves a system call a connection; the kernel removes it
-// then. A later report of it carries an id never used again, so it is
-// ignored, even where a child between fork and exec (an agent runs ip, wg,
-// iptables) keeps the socket open and its descriptor number is reused.
-// r.mu must be held.
+// closes, which saves a system call a connection. A later report of it
+// carries an id never used again, so it is ignored, even where a child
+// between fork and exec (an agent runs ip, wg, iptables) keeps the socket
+// open and its descriptor number is reused. r.mu must be held.
 func (r *room) drop(w *waiter) {
 	if w.hold == holdLinger {
 		r.lingering.remove(w)
@@ -306,9 +292,7 @@ func (r *room) drop(w *waiter) {
 	delete(r.byID, w.id)
 }
 
-// closeOldest closes the oldest connection, an eviction, and reports
-// whether there was one: the first descriptor to give back when accept
-// runs out of them.
+// closeOldest evicts the oldest connection, if there is one.
 func (r *room) closeOldest() bool {
 	r.mu.Lock()
 	w := r.oldest()
@@ -324,8 +308,8 @@ func (r *room) closeOldest() bool {
 	return true
 }
 
-// take drops and returns, under r.mu, the connections awaiting their
-// header, or with all every connection.
+// take drops and returns the connections awaiting their header, or with
+// all every connection. r.mu must be held.
 func (r *room) take(all bool) []*waiter {
 	var taken []*waiter
 	for _, list := range [...]*waiterList{&r.lingering, &r.waiting} {
@@ -342,9 +326,8 @@ func (r *room) take(all bool) []*waiter {
 }
 
 // fail gives up the room after its epoll set failed, which no client can
-// cause, and logs it. What awaits a header goes to net/http, as where
-// there is no room, so that a probe among them is still answered; what was
-// answered is closed.
+// cause. What awaits a header goes to net/http, so that a probe among them
+// is still answered; what was answered is closed.
 func (r *room) fail(err error) {
 	r.mu.Lock()
 	if r.closed { // Serve closed the set

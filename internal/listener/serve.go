@@ -1,28 +1,19 @@
 // Package listener is how bytes reach the probe handler: a listener that
 // no local process can use to cost the kubelet its probe, or the agent its
-// CPU, memory or descriptors, because a failed liveness probe restarts the
+// CPU, memory or descriptors, since a failed liveness probe restarts the
 // agent and its restart tears the data plane down. Every resource a
 // connection holds is bounded, and a flood costs no more than it costs a
 // plain net/http server.
 //
-// On Linux a probe takes one route, and each file says why its step is as
-// it is:
-//
-//   - accept.go accepts, deferred until the first bytes arrive
-//     (deferaccept_linux.go), and peeks at them;
-//   - room.go keeps a connection whose header is not yet whole, with no
-//     goroutine or buffer of its own;
-//   - request.go parses the header;
-//   - answer.go writes net/http's answer, byte for byte;
-//   - hold.go holds the connection after its answer as long as net/http
-//     would, in the room, then closes it.
-//
-// net/http, behind a bound with eviction (slots.go) and guards against its
-// own holds (guards.go), gets only what request.go cannot read: a request
-// outside its subset, malformed ones among them, a partial header whose
-// client has shut its side, and, where the kernel cannot peek past it
-// (urgent_linux.go), a header with an urgent byte. Outside Linux it gets
-// every connection.
+// On Linux a probe takes one route, each step's why in its file: accept.go
+// accepts, deferred until the first bytes arrive (deferaccept_linux.go),
+// and peeks; room.go keeps a connection whose header is not yet whole;
+// request.go parses the header; answer.go writes net/http's answer; hold.go
+// holds the connection after it as net/http would. net/http, behind a
+// bound with eviction (slots.go) and guards against its own holds
+// (guards.go), gets only a whole header the short path does not answer,
+// one with an urgent byte the kernel cannot peek past (urgent_linux.go),
+// and what the room cannot hold; outside Linux, every connection.
 package listener
 
 import (
@@ -42,8 +33,8 @@ import (
 const (
 	// headerTimeout bounds a request's arrival, from accept: the kubelet
 	// sends at once and gives up after 1 s by default, so longer only
-	// helps a slowloris client. As net/http's ReadTimeout too, it is where
-	// a plain server stops reading a body.
+	// helps a slowloris client. As net/http's ReadTimeout, it also ends
+	// the drain of a body.
 	headerTimeout = 2 * time.Second
 	// writeTimeout bounds the answer against a client that does not read.
 	writeTimeout = 2 * time.Second
@@ -64,8 +55,7 @@ type LogFunc func(level slog.Level, msg string, args ...any)
 // owner's lock guards it.
 type logGate struct{ last time.Time }
 
-// due reports whether the line may be written now, and if so starts the
-// next minute.
+// due reports whether the line may be written now.
 func (g *logGate) due(now time.Time) bool {
 	if now.Sub(g.last) < time.Minute {
 		return false
@@ -102,18 +92,16 @@ type Counters struct {
 	LastEviction atomic.Int64
 }
 
-// countEviction counts a connection closed to make room.
 func (c *Counters) countEviction() {
 	c.Evicted.Add(1)
 	c.LastEviction.Store(MonotonicNow())
 }
 
-// monotonicBase anchors MonotonicNow.
 var monotonicBase = time.Now()
 
 // MonotonicNow is the time since the package was loaded on the monotonic
-// clock, never 0: a step of the wall clock moves none of the times kept
-// with it.
+// clock, never 0, so that 0 can mean none: a step of the wall clock moves
+// none of the times kept with it.
 func MonotonicNow() int64 { return int64(time.Since(monotonicBase)) + 1 }
 
 // Options are what Serve needs from its caller.
@@ -136,9 +124,7 @@ func DefaultLimit() int { return limitFor(softDescriptorLimit()) }
 // connection on (see setDeferAccept).
 func Listen(addr string) (net.Listener, error) {
 	lc := net.ListenConfig{
-		// A probe's connection lives for one request and a few seconds
-		// at most: keep-alive would only cost system calls at accept.
-		KeepAlive: -1,
+		KeepAlive: -1, // a connection lives seconds at most: keep-alive would only cost system calls
 		Control:   func(_, _ string, rc syscall.RawConn) error { return setDeferAccept(rc) },
 	}
 	return lc.Listen(context.Background(), "tcp", addr)
@@ -159,34 +145,30 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
+	var failed error
 	select {
-	case err := <-served:
-		// The listener is gone: close what net/http holds, and end the
-		// rest as a shutdown does.
+	case err := <-served: // the listener failed: end the rest as a shutdown does
 		_ = srv.Close()
-		l.shutdown()
-		finishCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
-		defer cancel()
-		l.finish(finishCtx)
-		l.wait()
-		return fmt.Errorf("serving %q: %w", ln.Addr().String(), err)
+		failed = fmt.Errorf("serving %q: %w", ln.Addr().String(), err)
 	case <-ctx.Done():
 	}
-	l.shutdown() // see shutdown.go
+	l.shutdown()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		opts.Log(slog.LevelWarn, "health: shutdown bound reached; closing the connections still open", "bound", shutdownBound)
-		_ = srv.Close()
+	if failed == nil {
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			opts.Log(slog.LevelWarn, "health: shutdown bound reached; closing the connections still open", "bound", shutdownBound)
+			_ = srv.Close()
+		}
+		<-served
 	}
-	<-served
 	l.finish(shutdownCtx)
 	l.wait()
-	return nil
+	return failed
 }
 
 // newHTTPServer returns the http.Server that serves handler behind the
-// limiter, logging to log.
+// limiter.
 func newHTTPServer(handler http.Handler, log LogFunc) *http.Server {
 	srv := &http.Server{
 		Handler:           closeAfterBody{handler: handler},
@@ -203,16 +185,13 @@ func newHTTPServer(handler http.Handler, log LogFunc) *http.Server {
 		},
 		ErrorLog: stdlog.New(errorLogWriter(log), "", 0),
 	}
-	// A probe is one request on one connection; keep-alive would only
-	// let a client hold a slot between requests.
-	srv.SetKeepAlivesEnabled(false)
+	srv.SetKeepAlivesEnabled(false) // keep-alive would only let a client hold a slot between requests
 	limitHeaderValues(srv)
 	return srv
 }
 
-// errorLogWriter is net/http's ErrorLog: its rare lines (a temporary
-// accept error, a handler's panic) go to the caller's LogFunc, which never
-// waits, at ERROR.
+// errorLogWriter sends net/http's rare ErrorLog lines (a temporary accept
+// error, a handler's panic) to the caller's LogFunc, at ERROR.
 type errorLogWriter LogFunc
 
 func (w errorLogWriter) Write(p []byte) (int, error) {

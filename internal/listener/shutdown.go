@@ -2,15 +2,10 @@ package listener
 
 import "context"
 
-// How Serve stops: a connection without a whole request has nothing to
-// answer, and would only hold Serve's shutdown until its header timeout,
-// so it is closed at once, its bytes read first (discard); one answered is
-// held to its time, as a plain
-// server's Shutdown waits for it (see rstAvoidanceDelay); nothing is
-// abandoned.
-
 // shutdown closes every connection without a whole request, in the room
-// and in the slots, and stops admitting more.
+// and in the slots, and stops admitting more: it has nothing to answer,
+// and would only hold Serve's shutdown until its header timeout. One
+// answered is held to its time, as a plain server's Shutdown waits for it.
 func (l *connLimiter) shutdown() {
 	l.stop()
 	if l.room != nil {
@@ -33,8 +28,8 @@ func (l *connLimiter) shutdown() {
 // stop ends the hand-off, once.
 func (l *connLimiter) stop() { l.stopOnce.Do(func() { close(l.done) }) }
 
-// Close closes the listener, which ends the accepting goroutine's Accept,
-// and the hand-off.
+// Close closes the listener, which ends the accepting goroutine, and the
+// hand-off.
 func (l *connLimiter) Close() error {
 	err := l.Listener.Close()
 	l.stop()
@@ -42,10 +37,9 @@ func (l *connLimiter) Close() error {
 }
 
 // finish waits, until ctx's end at most, for the room to let go of what
-// it holds after an answer (room.finish); net/http must have stopped, and
-// the listener closed. The accepting goroutine goes first: one it has just
-// answered joins the room after the answer, and an empty room that
-// finished before would close it at once, over its linger.
+// it holds after an answer; net/http must have stopped. The accepting
+// goroutine ends first: a connection it has just answered joins the room
+// after, and a room that finished before would close it over its linger.
 func (l *connLimiter) finish(ctx context.Context) {
 	if l.room == nil {
 		return
@@ -58,7 +52,7 @@ func (l *connLimiter) finish(ctx context.Context) {
 }
 
 // wait closes the room, and returns once every goroutine the limiter
-// started, and that of every connection it gave net/http, has ended.
+// started, and every connection's it gave net/http, has ended.
 func (l *connLimiter) wait() {
 	if l.room != nil {
 		l.room.close()
@@ -80,8 +74,7 @@ func (l *connLimiter) wait() {
 	}
 }
 
-// stop closes what awaits its header, and lets no more join; what has been
-// answered stays.
+// stop closes what awaits its header, and lets no more join.
 func (r *room) stop() {
 	r.mu.Lock()
 	r.stopping = true
@@ -97,9 +90,8 @@ func (r *room) stop() {
 	}
 }
 
-// finish lets the room's goroutine end once the room is empty, net/http
-// having handed back all it will, and waits for that, or until ctx's end,
-// when it closes the rest.
+// finish lets the room's goroutine end once the room is empty, and waits
+// for that, or until ctx's end, when it closes the rest.
 func (r *room) finish(ctx context.Context) {
 	r.mu.Lock()
 	r.finishing = true
@@ -112,8 +104,8 @@ func (r *room) finish(ctx context.Context) {
 	}
 }
 
-// close closes every connection in the room, then the epoll set, which ends
-// the room's goroutine.
+// close closes every connection in the room, then the epoll set, which
+// ends the room's goroutine.
 func (r *room) close() {
 	r.mu.Lock()
 	r.closed = true

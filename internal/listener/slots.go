@@ -9,16 +9,14 @@ import (
 	"time"
 )
 
-// maxLimit is the most connections net/http holds at once, whatever the
-// descriptor limit: a goroutine and a few KiB of buffers each, far more
-// than a kubelet's one probe at a time needs.
+// maxLimit is the most connections net/http holds at once: a goroutine
+// and a few KiB of buffers each, far more than a kubelet's one probe at a
+// time needs.
 const maxLimit = 256
 
-// limitFor is the bound on net/http's slots for a process whose soft
-// descriptor limit is soft (0 when unknown): a quarter of it, so that the
-// probe port can never starve the agent of descriptors, and at most
-// maxLimit. Below a soft limit of 8 the bound is 1; no Go process runs on
-// so few.
+// limitFor is the bound on net/http's slots for a soft descriptor limit of
+// soft (0 when unknown): a quarter of it, so that the probe port can never
+// starve the agent of descriptors, at least 1 and at most maxLimit.
 func limitFor(soft uint64) int {
 	if soft == 0 || soft/4 >= maxLimit {
 		return maxLimit
@@ -26,14 +24,14 @@ func limitFor(soft uint64) int {
 	return max(1, int(soft/4))
 }
 
-// maxWaiting is the most connections the room holds, whatever the
-// descriptor limit: each costs a descriptor and the kernel's socket and
-// receive buffer (docs/performance.md measures them).
+// maxWaiting is the most connections the room holds: each costs a
+// descriptor and the kernel's socket and receive buffer
+// (docs/performance.md measures them).
 const maxWaiting = 4096
 
-// roomSize is the room's size beside limit slots, for a soft descriptor
-// limit of soft (0 when unknown): what is left of three quarters of soft,
-// so that a quarter stays the agent's, and at most maxWaiting.
+// roomSize is the room's size beside limit slots: what is left of three
+// quarters of soft, so that a quarter stays the agent's, and at most
+// maxWaiting.
 func roomSize(soft uint64, limit int) int {
 	if soft == 0 || soft > 4*maxWaiting {
 		return maxWaiting
@@ -48,29 +46,20 @@ type slotState uint8
 const (
 	// slotWaiting: no whole request read yet. Evictable, oldest first.
 	slotWaiting slotState = iota
-	// slotActive: a whole request has arrived and is being answered,
-	// which takes microseconds, since nothing after it waits on the
-	// client (see guards.go). Never evicted.
+	// slotActive: a whole request is being answered, which takes
+	// microseconds (guards.go). Never evicted.
 	slotActive
-	// slotEvicted: closed to make room; counted until its goroutine ends.
-	slotEvicted
-	// slotReleased: no longer counted.
-	slotReleased
+	slotEvicted  // closed to make room; counted until its goroutine ends
+	slotReleased // no longer counted
 )
 
 // connLimiter is the net.Listener Serve gives net/http. It holds at most
 // limit connections in net/http's slots, each counted until the goroutine
 // serving it has ended, so the bound holds for goroutines and memory as
-// well as sockets. With a room (Linux), a connection reaches the slots
-// with a whole header request.go does not parse, a partial one whose
-// client has sent all it will, or an urgent byte the room cannot peek
-// past (urgent_linux.go); only one
-// the room cannot hold (without a descriptor, or after its epoll set failed)
-// arrives still waiting. Such a waiting slot, and without a room every
-// slot not yet answered, makes room before Accept takes another: the one
-// that has waited longest without a request is closed, never a newcomer
-// and never one being answered, since a bound that refused newcomers
-// would let a few hundred silent clients lock the kubelet out.
+// well as sockets. When full, it closes the slot that has waited longest
+// without a request, never a newcomer and never one being answered: a
+// bound that refused newcomers would let a few hundred silent clients
+// lock the kubelet out.
 type connLimiter struct {
 	net.Listener
 	log      LogFunc
@@ -79,15 +68,11 @@ type connLimiter struct {
 	// reserve is how many slots are kept for connections being answered
 	// or closed: eviction starts this far below limit, so that under a
 	// flood Accept rarely waits for a goroutine to finish.
-	reserve int
-	// accepting serves the goroutine that calls the listener's Accept.
-	accepting *reader
-	// room holds connections without goroutines; nil where there is
-	// none, and Accept does the accepting itself.
-	room *room
-	// handoff carries, when there is a room, what the accepting and the
-	// room's goroutines hand to net/http: a connection and its peek, or
-	// the listener's error.
+	reserve   int
+	accepting *reader // the goroutine's that calls the listener's Accept
+	room      *room   // nil where there is none, and Accept accepts itself
+	// handoff carries what the accepting and the room's goroutines hand
+	// to net/http, when there is a room.
 	handoff    chan handed
 	done       chan struct{} // closed once Serve stops taking connections
 	stopOnce   sync.Once
@@ -95,30 +80,28 @@ type connLimiter struct {
 	acceptEnd  chan struct{}  // closed as the accepting goroutine returns
 
 	mu         sync.Mutex
-	released   sync.Cond    // a slot was released, or shutdown began
-	held       int          // accepted, and their goroutines not yet ended
-	evicted    int          // of held, those closed by the limiter
-	waiting    connList     // of held, those with no request yet, oldest first
-	newest     *limitedConn // the connection admitted last
-	closing    bool         // Serve is shutting down: no connection is admitted
+	released   sync.Cond                       // a slot was released, or shutdown began
+	held       int                             // accepted, and their goroutines not yet ended
+	evicted    int                             // of held, those closed by the limiter
+	waiting    list[limitedConn, *limitedConn] // of held, those with no request yet, oldest first
+	newest     *limitedConn                    // the connection admitted last
+	closing    bool                            // Serve is shutting down: no connection is admitted
 	floodLog   logGate
 	outOfFDLog logGate
 	pollLog    logGate
 }
 
-// handoffQueue is how many connections the accepting and the room's
-// goroutines may have handed on before net/http's Accept takes them: under
-// a flood of requests for net/http, the goroutine that calls Accept waits
-// its turn to run behind the connections' own, and unqueued, the
+// handoffQueue is how many connections may be handed on before net/http's
+// Accept takes them: under a flood for net/http, the goroutine that calls
+// Accept waits its turn behind the connections' own, and unqueued, the
 // accepting goroutine, and every probe it would answer, waited with it. A
 // queued connection holds a descriptor outside the slots' bound, so the
-// queue is at most a quarter of the slots.
+// queue is at most a quarter of the slots (queueFor).
 const handoffQueue = 64
 
-// queueFor is the hand-off queue's length beside limit slots.
 func queueFor(limit int) int { return max(1, min(handoffQueue, limit/4)) }
 
-// handed is what is handed to net/http through connLimiter.handoff.
+// handed is a connection and its peek, or the listener's error.
 type handed struct {
 	nc  net.Conn
 	p   peeked
@@ -137,7 +120,6 @@ func newConnLimiter(ln net.Listener, limit int, opts Options) *connLimiter {
 	}
 	l.released.L = &l.mu
 	opts.Counters.Limit.Add(int64(limit)) // until Serve returns
-	// A listener that is not a socket (a test's, say) has nothing to set.
 	if sc, ok := ln.(syscall.Conn); ok {
 		rc, err := sc.SyscallConn()
 		if err == nil {
@@ -164,10 +146,9 @@ func newConnLimiter(ln net.Listener, limit int, opts Options) *connLimiter {
 	return l
 }
 
-// Accept returns the next connection for net/http: with a room, what the
-// room's and the accepting goroutines hand on; without one, every
-// connection, accepted here, and peeked at so that one whose request is
-// already whole is never evicted before net/http has read it.
+// Accept returns the next connection for net/http: with a room, what is
+// handed on; without one, every connection, peeked at so that one whose
+// request is already whole is never evicted before net/http has read it.
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
 		if err := l.makeRoom(); err != nil {
@@ -217,8 +198,7 @@ func (l *connLimiter) hand(h handed, r *reader) bool {
 
 // makeRoom returns once one more connection can be held within the limit,
 // or net.ErrClosed once Serve is shutting down. It closes and logs outside
-// the lock, so that neither the log nor the wait inside Close holds up the
-// ConnState hooks.
+// the lock, not to hold up the ConnState hooks.
 func (l *connLimiter) makeRoom() error {
 	l.mu.Lock()
 	for !l.closing {
@@ -284,20 +264,18 @@ func (l *connLimiter) evictOldest(newcomerWaiting bool) *limitedConn {
 	return c
 }
 
-// evict marks a waiting slot evicted; the caller closes it, which its
-// goroutine sees at once on its read. It stays counted until that
-// goroutine ends, so that the bound holds for goroutines as well as
-// sockets. l.mu must be held.
+// evict marks a waiting slot evicted, for the caller to close; it stays
+// counted until its goroutine ends. l.mu must be held.
 func (l *connLimiter) evict(c *limitedConn) {
 	l.waiting.remove(c)
 	c.state = slotEvicted
 	l.evicted++
 }
 
-// trackState is the http.Server's ConnState hook. StateActive is reported
-// once net/http has read a request (or given up on one), just before it
-// answers; StateClosed by the connection's own goroutine as its last act,
-// which is where a slot is freed. Serve's handler never hijacks.
+// trackState is the http.Server's ConnState hook. net/http reports
+// StateActive once it has read a request (or given up on one), just before
+// it answers, and StateClosed from the connection's own goroutine as its
+// last act, which frees the slot. Serve's handler never hijacks.
 func (l *connLimiter) trackState(nc net.Conn, state http.ConnState) {
 	c, ok := nc.(*limitedConn)
 	if !ok {
