@@ -29,7 +29,8 @@ func (l *connLimiter) acceptLoop() {
 		}
 		l.counters.Accepted.Add(1)
 		p, n := r.peek(nc)
-		settled, kind, d := r.settle(nc, p, n)
+		parses := uint8(1) // of maxParses: the room has the rest
+		settled, kind, d := r.settle(nc, p, n, &parses)
 		switch {
 		case settled && kind != holdNone:
 			if !l.room.add(nc, r.calls.fd, kind, d, MonotonicNow()) {

@@ -53,13 +53,14 @@ func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf
 // reports whether it did: a header net/http refuses is refused, one whose
 // client has gone closed, and a request parseRequest takes answered. What
 // is then to be held is returned for the room to keep.
-func (r *reader) settle(nc net.Conn, p peeked, n int) (bool, holdKind, drain) {
+func (r *reader) settle(nc net.Conn, p peeked, n int, parses *uint8) (bool, holdKind, drain) {
 	switch {
-	case p == peekedIncomplete && r.refusedByNetHTTP(n, false):
-		return true, r.refuseMalformed(nc, n), drain{}
+	case (p == peekedIncomplete || p == peekedOversized) && r.refusedByNetHTTP(n, false, parses):
+		return true, r.refuseMalformed(nc), drain{}
 	case p == peekedOversized:
 		return true, r.refuse(nc, n), drain{}
 	case p == peekedClosed:
+		r.discard(nc) // an urgent byte may be left, which would make the close a reset
 		_ = nc.Close()
 	case p == peekedComplete && r.route != nil:
 		return r.answer(nc, n)
@@ -156,7 +157,8 @@ func (r *reader) dateOf(now time.Time) []byte {
 
 // response431 and response400 are net/http's answers to an oversized
 // header and to one it cannot parse, byte for byte
-// (TestResponse431IsNetHTTPs and TestMalformedAsNetHTTP compare them).
+// (TestResponse431IsNetHTTPs and TestPartialHeadersAsNetHTTP compare
+// them).
 const (
 	response431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large"
 	response400 = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request"
@@ -164,38 +166,54 @@ const (
 
 var response431Bytes, response400Bytes = []byte(response431), []byte(response400)
 
+// maxParses is how often net/http's parser may judge a connection's
+// header before its deadline (refusedByNetHTTP): one whose lines a probe
+// could send needs none.
+const maxParses = 4
+
 // refusedByNetHTTP reports whether net/http, having read the first n bytes
-// of a header not yet whole, in r.buf, refuses it, as it does a line it
-// cannot parse, before the header ends. It reads line by line, so only
-// whole lines count; once its read deadline passes (timedOut), it parses
-// the line it was cut off in as if it had ended. Its own parser decides,
-// so the verdict is net/http's on every Go. net/http judges a header line
-// with a colon only once the next byte says whether a continuation
-// follows; here it is judged at once, but no continuation mends a line so
-// refused: the same 400, sooner. Lines plainLines takes skip the parse,
-// which costs microseconds and allocations, and the room asks on every
-// arrival.
-func (r *reader) refusedByNetHTTP(n int, timedOut bool) bool {
+// of a header not yet whole or over the caps, in r.buf, refuses it, as it
+// does a line it cannot parse, before the header ends. It reads line by
+// line, so only whole lines count, up to the header's end (past it, a
+// missing Host or an unknown coding is the server's verdict, not the
+// parser's); once its read deadline passes (timedOut), it parses the line
+// it was cut off in as if it had ended. Its own parser decides, so the
+// verdict is net/http's on every Go. net/http judges a header line with a
+// colon only once the next byte says whether a continuation follows; here
+// it is judged at once. No continuation mends a line so refused: net/http
+// answers the same 400 later, or a 431 if the continuation overflows its
+// cap.
+//
+// A parse costs microseconds and allocations (24 µs and 13 KB on 62 lines
+// of obs-text, BenchmarkRefusedByNetHTTP), and the room asks on every
+// arrival: lines plainLines takes, every probe's, skip it, and the rest
+// spend *parses, the connection's budget of them (maxParses); once it is
+// spent, the verdict waits for the deadline. Without the budget, a client
+// sending such lines a byte at a time cost a parse a byte.
+func (r *reader) refusedByNetHTTP(n int, timedOut bool, parses *uint8) bool {
 	b := r.buf[:n]
 	if i := bytes.LastIndexByte(b, '\n'); !timedOut {
 		b = b[:i+1]
 	} else if i < n-1 {
 		b = append(b, "\r\n"...) // within buf's capacity: no allocation
 	}
-	if len(b) == 0 || plainLines(b) { // the lines of every probe: no parse
+	b = b[:headerEnd(b)]
+	if len(b) == 0 || *parses == 0 || plainLines(b) {
 		return false
 	}
+	*parses--
 	r.unread.Reset(b)
 	r.lines.Reset(&r.unread)
 	_, err := http.ReadRequest(r.lines)
 	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// refuseMalformed answers a header net/http would have refused, its first
-// n bytes in r.buf, with net/http's 400, read first, and closes it without
-// a linger, as net/http does.
-func (r *reader) refuseMalformed(nc net.Conn, n int) holdKind {
-	r.calls.read(r.buf[:n])
+// refuseMalformed answers a header net/http would have refused with
+// net/http's 400, having read what its client sent (an urgent byte left
+// unread would make the close a reset), and closes it without a linger,
+// as net/http does.
+func (r *reader) refuseMalformed(nc net.Conn) holdKind {
+	r.discard(nc)
 	r.calls.write(response400Bytes)
 	return endOrHold(nc, holdNone)
 }
@@ -205,7 +223,8 @@ func (r *reader) refuseMalformed(nc net.Conn, n int) holdKind {
 // header's last line, cut off, makes it one net/http refuses, read first.
 func (r *reader) timedOut(nc net.Conn) {
 	p, n := r.peek(nc)
-	refused := p == peekedIncomplete && r.refusedByNetHTTP(n, true)
+	last := uint8(1)
+	refused := p == peekedIncomplete && r.refusedByNetHTTP(n, true, &last)
 	r.discard(nc)
 	if refused {
 		r.calls.write(response400Bytes)

@@ -275,6 +275,8 @@ func TestPartialHeadersAsNetHTTP(t *testing.T) {
 		// net/http waits for the byte that says whether a continuation
 		// line follows; Serve does not (see refusedByNetHTTP).
 		{"a header line without a name, and nothing after it", "GET /readyz HTTP/1.1\r\nHost: x\r\n: x\r\n", [2]bool{false, true}},
+		{"a bad line, then more than 64 lines", "GET /readyz HTTP/1.1\r\nBad\r\n" + strings.Repeat("X-A: b\r\n", 70), [2]bool{true, true}},
+		{"a bad line after 63 bare-LF lines", "GET /readyz HTTP/1.1\n" + strings.Repeat("X: y\n", 63) + "Bad\n", [2]bool{true, true}},
 		{"a request line cut off", "GET /rea", [2]bool{}},
 		{"a byte of a request line", "G", [2]bool{}},
 		{"a header line cut off, unparsable", "GET /readyz HTTP/1.1\r\nHo", [2]bool{}},
@@ -322,6 +324,35 @@ func TestPartialHeadersAsNetHTTP(t *testing.T) {
 				assert.GreaterOrEqual(t, r.took, headerTimeout, "%s: %s before the deadline", tc.name, server)
 				assert.Less(t, r.took, headerTimeout+time.Second, "%s: %s long after the deadline", tc.name, server)
 			}
+		}
+	}
+}
+
+// TestParsesAreBudgeted: net/http's parser judges a header only while the
+// connection has parses left; then the verdict waits for the deadline,
+// where it has one more.
+func TestParsesAreBudgeted(t *testing.T) {
+	r := newReader(nil)
+	n := copy(r.buf, "GET / HTTP/1.1\r\nX: \x80\r\n: x\r\n") // obs-text net/http takes, then a line it refuses
+	parses := uint8(1)
+	assert.True(t, r.refusedByNetHTTP(n, false, &parses))
+	assert.Zero(t, parses)
+	assert.False(t, r.refusedByNetHTTP(n, false, &parses), "no parse left")
+	last := uint8(1)
+	assert.True(t, r.refusedByNetHTTP(n, true, &last), "at the deadline")
+}
+
+// BenchmarkRefusedByNetHTTP is the cost of one of net/http's parses of a
+// partial header the room cannot vouch for: 62 header lines of obs-text,
+// which net/http takes, under the 64-line cap.
+func BenchmarkRefusedByNetHTTP(b *testing.B) {
+	r := newReader(nil)
+	n := copy(r.buf, "GET /healthz HTTP/1.1\r\nHost: x\r\n"+strings.Repeat("X-a: "+strings.Repeat("\x80", 50)+"\r\n", 62)+"X")
+	b.ReportAllocs()
+	for b.Loop() {
+		parses := uint8(1)
+		if r.refusedByNetHTTP(n, false, &parses) {
+			b.Fatal("refused")
 		}
 	}
 }

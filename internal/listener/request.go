@@ -214,6 +214,20 @@ func plainLines(b []byte) bool {
 	return true
 }
 
+// headerEnd is where the blank line ("\r\n" or "\n", as net/http reads
+// one) that ends the header in b starts, or len(b) without one. A blank
+// first line is no end: net/http refuses it.
+func headerEnd(b []byte) int {
+	for start, i := 0, 0; ; start = i + 1 {
+		if i = bytes.IndexByte(b[start:], '\n') + start; i < start {
+			return len(b)
+		}
+		if start > 0 && (i == start || i == start+1 && b[start] == '\r') {
+			return start
+		}
+	}
+}
+
 // parseRequestLine reads the request line into r.
 func (r *request) parseRequestLine(line []byte) bool {
 	method, line, _ := bytes.Cut(line, []byte(" "))

@@ -81,7 +81,9 @@ func TestPlainLinesSkipTheParse(t *testing.T) {
 		for end := strings.IndexByte(raw, '\n'); end >= 0 && end < len(raw)-2; {
 			n := copy(r.buf, raw[:end+1])
 			assert.True(t, plainLines(r.buf[:n]), "%q", raw[:end+1])
-			assert.Zero(t, testing.AllocsPerRun(10, func() { r.refusedByNetHTTP(n, false) }), "%q", raw[:end+1])
+			parses := uint8(1)
+			assert.Zero(t, testing.AllocsPerRun(10, func() { r.refusedByNetHTTP(n, false, &parses) }), "%q", raw[:end+1])
+			assert.Equal(t, uint8(1), parses, "%q: parsed", raw[:end+1])
 			next := strings.IndexByte(raw[end+1:], '\n')
 			if next < 0 {
 				break
@@ -94,5 +96,23 @@ func TestPlainLinesSkipTheParse(t *testing.T) {
 		"GET / HTTP/1.1\r\n x: y\r\n", "GET / HTTP/1.1\r\nX: \x80\r\n", "GET / HTTP/1.1\r\nX\r\n",
 	} {
 		assert.False(t, plainLines([]byte(raw)), "%q", raw)
+	}
+}
+
+// TestHeaderEnd: the header ends at the first blank line after the first,
+// as net/http reads a blank line: "\r\n" or "\n", not "\r\r\n".
+func TestHeaderEnd(t *testing.T) {
+	for _, tc := range []struct {
+		b    string
+		want int
+	}{
+		{"", 0},
+		{"GET / HTTP/1.1\r\n", 16},
+		{"GET / HTTP/1.1\r\n\r\nbody", 16},
+		{"GET / HTTP/1.1\nA: b\n\n", 20},
+		{"\r\nGET / HTTP/1.1\r\n\r\n", 18},
+		{"GET / HTTP/1.1\r\n\r\r\n", 19},
+	} {
+		assert.Equal(t, tc.want, headerEnd([]byte(tc.b)), "%q", tc.b)
 	}
 }

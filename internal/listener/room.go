@@ -44,6 +44,7 @@ type waiter struct {
 	deadline int64    // MonotonicNow at accept, plus headerTimeout; or the linger's end
 	hold     holdKind // holdNone while its header is awaited
 	drain    drain    // for holdDrain
+	parses   uint8    // net/http's parses left to judge its header (maxParses: Accept's peek had one)
 	links[waiter]
 }
 
@@ -73,7 +74,7 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64
 		return false
 	}
 	now := MonotonicNow()
-	w := &waiter{nc: nc, fd: fd, deadline: accepted + int64(headerTimeout), hold: kind, drain: d}
+	w := &waiter{nc: nc, fd: fd, deadline: accepted + int64(headerTimeout), hold: kind, drain: d, parses: maxParses - 1}
 	list := &r.waiting
 	if kind == holdLinger {
 		w.deadline, list = now+int64(rstAvoidanceDelay), &r.lingering
@@ -188,12 +189,12 @@ func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	if !ev.failed {
 		p, n = r.reader.peek(w.nc)
 	}
-	settled, kind, d := r.reader.settle(w.nc, p, n)
+	settled, kind, d := r.reader.settle(w.nc, p, n, &w.parses)
 	switch {
 	case !settled && p.awaited() && !ev.hangup:
 		return false, p
 	case !settled && p == peekedIncomplete:
-		kind = r.reader.refuseMalformed(w.nc, n)
+		kind = r.reader.refuseMalformed(w.nc)
 	case !settled:
 		r.drop(w)
 		return true, p

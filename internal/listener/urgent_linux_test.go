@@ -115,3 +115,29 @@ func TestUrgentFloodWaitsInTheRoom(t *testing.T) {
 	assert.True(t, strings.HasPrefix(exchange(t, s.addr, probeRequest), "HTTP/1.1 200 OK\r\n"))
 	assert.Zero(t, s.counters.Evicted.Load(), "none evicted")
 }
+
+// TestUrgentThenShutAsNetHTTP: a client that sends an urgent byte, after
+// part of a header or alone, and shuts its side gets from Serve what it
+// gets from net/http, ending in a FIN: the urgent byte is read before the
+// close, not left to turn it into a reset.
+func TestUrgentThenShutAsNetHTTP(t *testing.T) {
+	s := serveTest(t, nil, Options{})
+	refAddr := serveReference(t, s.probes, nil)
+	for _, before := range []string{"GET / HTTP/1.1\r\nHo", ""} {
+		var answers [2]string
+		for i, addr := range []string{refAddr, s.addr} {
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = io.WriteString(c, before)
+			require.NoError(t, err)
+			require.NoError(t, hostile.SendUrgent(c))
+			require.NoError(t, c.(*net.TCPConn).CloseWrite())
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(2*headerTimeout)))
+			got, err := io.ReadAll(c)
+			assert.NoError(t, err, "%q to %s: a FIN", before, addr)
+			answers[i] = string(got)
+		}
+		assert.Equal(t, answers[0], answers[1], "%q", before)
+	}
+}
