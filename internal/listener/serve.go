@@ -11,9 +11,9 @@
 // request.go parses the header; answer.go writes net/http's answer; hold.go
 // holds the connection after it as net/http would. net/http, behind a
 // bound with eviction (slots.go) and guards against its own holds
-// (guards.go), gets only a whole header the short path does not answer,
-// one with an urgent byte the kernel cannot peek past (urgent_linux.go),
-// and what the room cannot hold; outside Linux, every connection.
+// (guards.go), gets only a whole header the room does not answer, and
+// what the room cannot hold (one without a descriptor, or once the room
+// has failed); outside Linux, every connection.
 package listener
 
 import (
