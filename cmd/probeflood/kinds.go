@@ -8,12 +8,13 @@ import (
 )
 
 // kinds are the attacking clients, by name: every hostile client the
-// health package's tests flood it with (internal/hostile), and
-// maxrequest, valid requests of the largest size Serve takes, to fill the
-// kernel's accept queue. Every kind has a flag of its name, on this
+// health package's tests flood it with (internal/hostile); maxrequest,
+// valid requests of the largest size Serve takes, to fill the kernel's
+// accept queue; and bytetrickle, what costs a server most per client of
+// the header-trickling kinds. Every kind has a flag of its name, on this
 // command (for the custom load) and on the attack child, giving how many
 // clients of that kind run at once.
-var kinds = append(hostile.Clients(), maxRequest)
+var kinds = append(hostile.Clients(), maxRequest, byteTrickle)
 
 // maxRequest is a client that sends one complete, valid request of the
 // largest size Serve answers (see maxRequestBytes) and reconnects once
@@ -38,10 +39,22 @@ func maxRequestBytes() string {
 	return b.String()
 }
 
+// byteTrickle is slowloris at its most costly: a byte every
+// hostile.ByteEvery, each an arrival the server must look at. It is kept
+// out of the hostile mix, whose figures the earlier issues compare.
+var byteTrickle = hostile.Client{
+	Name:    "bytetrickle",
+	Help:    fmt.Sprintf("a partial GET /healthz, then header lines a byte every %v until the server closes", hostile.ByteEvery),
+	Request: "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+	Then:    hostile.TrickleBytes,
+}
+
 // findKind returns the kind of that name.
 func findKind(name string) (hostile.Client, bool) {
-	if name == maxRequest.Name {
-		return maxRequest, true
+	for _, k := range [...]hostile.Client{maxRequest, byteTrickle} {
+		if name == k.Name {
+			return k, true
+		}
 	}
 	return hostile.Find(name)
 }

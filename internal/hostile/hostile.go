@@ -42,7 +42,14 @@ const (
 	// Urgent sends one TCP urgent (MSG_OOB) byte, which a peek stops
 	// short of, then awaits the close.
 	Urgent
+	// TrickleBytes sends header lines a byte every ByteEvery until the
+	// server closes: each byte is an arrival the server must look at.
+	TrickleBytes
 )
+
+// ByteEvery is how often a TrickleBytes client sends a byte: a header of
+// about 400 bytes by a 2 s header timeout, within any cap.
+const ByteEvery = 5 * time.Millisecond
 
 // NoReadHold is how long a LeaveUnread client leaves the answer unread:
 // past the server's 2 s write timeout, so that whatever the server does
@@ -54,6 +61,9 @@ const (
 	trickledChunk = "1\r\nx\r\n"
 	chunkEvery    = time.Second
 )
+
+// trickledLine is what a TrickleBytes client sends, over and over.
+const trickledLine = "X-Slow: 1\r\n"
 
 // Client is one kind of hostile client.
 type Client struct {
@@ -174,11 +184,14 @@ func (cl Client) Run(ctx context.Context, c net.Conn) {
 		case <-t.C:
 		}
 		t.Stop()
-	case Trickle, TrickleChunks:
+	case Trickle, TrickleChunks, TrickleBytes:
 		for i := 0; ctx.Err() == nil; i++ {
 			wait, next := chunkEvery, trickledChunk
-			if cl.Then == Trickle {
+			switch cl.Then {
+			case Trickle:
 				wait, next = time.Second+rand.N(2*time.Second), fmt.Sprintf("X-Slow-%d: 1\r\n", i)
+			case TrickleBytes:
+				wait, next = ByteEvery, trickledLine[i%len(trickledLine):][:1]
 			}
 			if ClosedByServer(ctx, c, time.Now().Add(wait)) {
 				return

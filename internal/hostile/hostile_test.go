@@ -213,6 +213,21 @@ func TestRunTrickle(t *testing.T) {
 	assert.True(t, bytes.HasPrefix([]byte(lines[2]), []byte("X-Slow-")))
 }
 
+// TrickleBytes sends its lines a byte at a time, no faster than one every
+// ByteEvery, and stops once closed.
+func TestRunTrickleBytes(t *testing.T) {
+	start := time.Now() // before the client's first write
+	srv, done := play(t, Client{Request: "GET / HTTP/1.1\r\n", Then: TrickleBytes})
+	want := "GET / HTTP/1.1\r\n" + trickledLine + trickledLine
+	got := make([]byte, len(want))
+	_, err := io.ReadFull(srv, got)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(got))
+	assert.GreaterOrEqual(t, time.Since(start), time.Duration(2*len(trickledLine))*ByteEvery, "a byte every ByteEvery at most")
+	_ = srv.Close()
+	<-done
+}
+
 // TrickleChunks sends a valid chunk of one byte every second, never the
 // last: a server's chunked reader reads each and waits for the next. It
 // stops once closed.
