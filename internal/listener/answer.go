@@ -47,7 +47,9 @@ func newReader(route AnswerFunc) *reader {
 }
 
 // peek looks at what has arrived on nc so far (connCalls.peek).
-func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf) }
+func (r *reader) peek(nc net.Conn, urgentPossible bool) (peeked, int) {
+	return r.calls.peek(nc, r.buf, urgentPossible)
+}
 
 // settle deals with nc by what r's peek of it, p of n bytes, found, and
 // reports whether it did: a header net/http refuses is refused, one whose
@@ -222,7 +224,7 @@ func (r *reader) refuseMalformed(nc net.Conn) holdKind {
 // headerTimeout, as net/http's read deadline does: with a 400 if the
 // header's last line, cut off, makes it one net/http refuses, read first.
 func (r *reader) timedOut(nc net.Conn) {
-	p, n := r.peek(nc)
+	p, n := r.peek(nc, true)
 	last := uint8(1)
 	refused := p == peekedIncomplete && r.refusedByNetHTTP(n, true, &last)
 	r.discard(nc)

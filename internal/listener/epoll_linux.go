@@ -24,14 +24,6 @@ type epollSet struct {
 	waitFn func(fd uintptr) bool
 }
 
-// readyEvent is the epoll set's report of one connection: its id, whether
-// its client has shut its sending side (a FIN), and whether the
-// connection has failed (a reset).
-type readyEvent struct {
-	id             uint64
-	hangup, failed bool
-}
-
 const (
 	epollET       = 1 << 31 // EPOLLET, which package syscall declares negative
 	eventsPerWait = 128     // one wait's reports at most; the next reads more
@@ -65,7 +57,7 @@ func newEpollSet() (*epollSet, error) {
 
 // watch adds the socket fd to the set, reported by id.
 func (p *epollSet) watch(fd int32, id uint64) error {
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLPRI | epollET}
 	putID(&ev, id)
 	return p.control(syscall.EPOLL_CTL_ADD, fd, &ev)
 }
@@ -105,6 +97,7 @@ func (p *epollSet) wait() ([]readyEvent, error) {
 			id:     getID(&ev),
 			hangup: ev.Events&syscall.EPOLLRDHUP != 0,
 			failed: ev.Events&(syscall.EPOLLHUP|syscall.EPOLLERR) != 0,
+			urgent: ev.Events&syscall.EPOLLPRI != 0,
 		})
 	}
 	return p.ready, nil

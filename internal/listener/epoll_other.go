@@ -8,11 +8,6 @@ import "errors"
 // the slots hold what waits.
 type epollSet struct{}
 
-type readyEvent struct {
-	id             uint64
-	hangup, failed bool
-}
-
 func newEpollSet() (*epollSet, error)         { return nil, errors.ErrUnsupported }
 func (*epollSet) watch(int32, uint64) error   { return errors.ErrUnsupported }
 func (*epollSet) unwatch(int32)               {}

@@ -50,6 +50,14 @@ type waiter struct {
 
 type waiterList = list[waiter, *waiter]
 
+// readyEvent is the epoll set's report of one connection: its id, whether
+// its client has shut its sending side (a FIN), whether the connection
+// has failed (a reset), and whether an urgent byte is pending.
+type readyEvent struct {
+	id                     uint64
+	hangup, failed, urgent bool
+}
+
 var makeEpollSet = newEpollSet // a test's to make fail
 
 // newRoom returns l's room of size, or nil where none can be made: outside
@@ -187,7 +195,7 @@ func (r *room) examine(ev readyEvent) {
 func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	p, n := peekedClosed, 0
 	if !ev.failed {
-		p, n = r.reader.peek(w.nc)
+		p, n = r.reader.peek(w.nc, ev.urgent)
 	}
 	settled, kind, d := r.reader.settle(w.nc, p, n, &w.parses)
 	switch {

@@ -16,7 +16,7 @@ func newConnCalls() *connCalls { return &connCalls{fd: -1} }
 func descriptorOf(net.Conn) int32 { return -1 }
 
 // peek does not look: see connCalls.
-func (*connCalls) peek(net.Conn, []byte) (peeked, int) { return peekedIncomplete, 0 }
+func (*connCalls) peek(net.Conn, []byte, bool) (peeked, int) { return peekedIncomplete, 0 }
 
 func (*connCalls) read([]byte) bool { return false }
 func (*connCalls) write([]byte)     {}

@@ -36,10 +36,12 @@ func newConnCalls() *connCalls {
 // peek looks at what has already arrived on nc, without consuming it or
 // waiting, for the end of a request header, and returns what it found and
 // how many bytes it looked at, from the start of buf. buf, maxRequestBytes
-// long, bounds how much is looked at. It makes nc the connection that read
-// and write act on. What is done with what it finds is settle's, the
+// long, bounds how much is looked at. It looks for an urgent byte only if
+// urgentPossible: the epoll set says whether one is pending, which spares
+// a system call on every arrival of a trickled header. It makes nc the connection that
+// read and write act on. What is done with what it finds is settle's, the
 // room's and Accept's to say.
-func (c *connCalls) peek(nc net.Conn, buf []byte) (peeked, int) {
+func (c *connCalls) peek(nc net.Conn, buf []byte, urgentPossible bool) (peeked, int) {
 	c.rc, c.fd = nil, -1
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
@@ -60,7 +62,7 @@ func (c *connCalls) peek(nc net.Conn, buf []byte) (peeked, int) {
 	}
 	var header headerScanner
 	header.scan(buf[:n])
-	if !header.done && header.lines <= maxHeaderLines && n < len(buf) && c.urgent() {
+	if urgentPossible && !header.done && header.lines <= maxHeaderLines && n < len(buf) && c.urgent() {
 		more, ok := c.peekPastUrgent(buf[n:], n)
 		if !ok {
 			return peekedUrgent, n

@@ -57,7 +57,7 @@ func TestPeekPastUrgent(t *testing.T) {
 			var p peeked
 			var n int
 			probetest.Eventually(t, func() bool {
-				p, n = calls.peek(server, buf)
+				p, n = calls.peek(server, buf, true)
 				return n >= len(want)
 			}, "the bytes sent")
 			assert.Equal(t, want, string(buf[:n]), "urgent byte before byte %d", at)
@@ -140,4 +140,24 @@ func TestUrgentThenShutAsNetHTTP(t *testing.T) {
 		}
 		assert.Equal(t, answers[0], answers[1], "%q", before)
 	}
+}
+
+// TestRoomSeesALateUrgentByte: an urgent byte that arrives while its
+// header waits in the room is seen, as the epoll set reports it, and the
+// header is answered at once when its end follows.
+func TestRoomSeesALateUrgentByte(t *testing.T) {
+	if !peekOffsetWorks(t) {
+		t.Skip("this kernel cannot peek from an offset: an urgent header waits for its deadline")
+	}
+	r := newRoomRig(t, nil, 16)
+	start := time.Now()
+	c := r.dialWaiting(1)
+	require.NoError(t, hostile.SendUrgent(c))
+	_, err := io.WriteString(c, "\n")
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(2*headerTimeout)))
+	got, err := io.ReadAll(c)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 503 Service Unavailable\r\n"), "%q", got)
+	assert.Less(t, time.Since(start), headerTimeout/2, "answered late")
 }
