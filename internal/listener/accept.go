@@ -28,7 +28,7 @@ func (l *connLimiter) acceptLoop() {
 			continue
 		}
 		l.counters.Accepted.Add(1)
-		p, n := r.peek(nc, true)
+		p, n := r.peek(nc)
 		parses := uint8(1) // of maxParses: the room has the rest
 		settled, kind, d := r.settle(nc, p, n, &parses)
 		switch {

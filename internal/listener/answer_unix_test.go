@@ -78,7 +78,7 @@ func TestShortPathCountsOnlyWhatItRead(t *testing.T) {
 	probes := new(fakeProbes)
 	sc, client := probetest.TCPPair(t)
 	r := newReader(probes.answer)
-	p, _ := r.peek(sc, true)
+	p, _ := r.peek(sc)
 	require.Equal(t, peekedEmpty, p)
 	n := copy(r.buf, probeRequest) // as if peeked
 
@@ -102,7 +102,7 @@ func TestRefuseNeverWaits(t *testing.T) {
 	require.NoError(t, client.(*net.TCPConn).SetReadBuffer(4096))
 	require.NoError(t, sc.(*net.TCPConn).SetWriteBuffer(4096))
 	r := newReader(nil)
-	p, _ := r.peek(sc, true)
+	p, _ := r.peek(sc)
 	require.Equal(t, peekedEmpty, p)
 	// Fill the send buffer and the client's receive buffer.
 	require.NoError(t, sc.SetWriteDeadline(time.Now().Add(200*time.Millisecond)))

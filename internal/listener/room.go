@@ -45,6 +45,11 @@ type waiter struct {
 	hold     holdKind // holdNone while its header is awaited
 	drain    drain    // for holdDrain
 	parses   uint8    // net/http's parses left to judge its header (maxParses: Accept's peek had one)
+	// seen is how many bytes of its header the room has peeked at, and
+	// where its peek offset stands, header their lines; -1 until a
+	// rewound peek sets the offset (reader.unchanged).
+	seen   int
+	header headerScanner
 	links[waiter]
 }
 
@@ -82,7 +87,7 @@ func (r *room) add(nc net.Conn, fd int32, kind holdKind, d drain, accepted int64
 		return false
 	}
 	now := MonotonicNow()
-	w := &waiter{nc: nc, fd: fd, deadline: accepted + int64(headerTimeout), hold: kind, drain: d, parses: maxParses - 1}
+	w := &waiter{nc: nc, fd: fd, deadline: accepted + int64(headerTimeout), hold: kind, drain: d, parses: maxParses - 1, seen: -1}
 	list := &r.waiting
 	if kind == holdLinger {
 		w.deadline, list = now+int64(rstAvoidanceDelay), &r.lingering
@@ -195,7 +200,16 @@ func (r *room) examine(ev readyEvent) {
 func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	p, n := peekedClosed, 0
 	if !ev.failed {
-		p, n = r.reader.peek(w.nc, ev.urgent)
+		if w.seen >= 0 && !ev.hangup && !ev.urgent && r.reader.unchanged(w.nc, &w.seen, &w.header) {
+			return false, peekedIncomplete
+		}
+		var offset bool
+		p, n, offset = r.reader.repeek(w.nc, ev.urgent)
+		w.seen, w.header = -1, headerScanner{}
+		if offset {
+			w.seen = n
+			w.header.scan(r.reader.buf[:n])
+		}
 	}
 	settled, kind, d := r.reader.settle(w.nc, p, n, &w.parses)
 	switch {

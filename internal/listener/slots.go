@@ -174,7 +174,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			continue
 		}
 		l.counters.Accepted.Add(1)
-		if p, _ := l.accepting.peek(nc, true); p != peekedClosed {
+		if p, _ := l.accepting.peek(nc); p != peekedClosed {
 			return l.admit(nc, p), nil
 		}
 		_ = nc.Close()

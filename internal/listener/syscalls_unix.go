@@ -20,8 +20,13 @@ type connCalls struct {
 	n   int             // the call's byte count
 	err error           // the call's error
 
-	oob [1]byte // urgent's buffer
-	off int     // pastUrgent's peek offset
+	oob     [1]byte // urgent's buffer
+	off     int     // pastUrgent's peek offset
+	rewind  bool    // the peek starts from a peek offset of 0
+	rewound bool    // it did: the peek offset now stands past what it saw
+	// noPeekOffset: the kernel refused SO_PEEK_OFF for TCP (before Linux
+	// 6.9), and peeks are not rewound, which would fail on every arrival.
+	noPeekOffset bool
 
 	peekFunc, readFunc, writeFunc, urgentFunc, pastUrgentFunc func(fd uintptr) bool
 }
@@ -38,11 +43,14 @@ func newConnCalls() *connCalls {
 // how many bytes it looked at, from the start of buf. buf, maxRequestBytes
 // long, bounds how much is looked at. It looks for an urgent byte only if
 // urgentPossible: the epoll set says whether one is pending, which spares
-// a system call on every arrival of a trickled header. It makes nc the connection that
-// read and write act on. What is done with what it finds is settle's, the
-// room's and Accept's to say.
-func (c *connCalls) peek(nc net.Conn, buf []byte, urgentPossible bool) (peeked, int) {
-	c.rc, c.fd = nil, -1
+// a system call on every arrival of a trickled header. With rewind, it
+// first sets the socket's peek offset to 0, where the kernel has the
+// option, so that it sees every byte however far the room's last peek got
+// (peekMore), and the offset then stands past them (c.rewound). It makes
+// nc the connection that read and write act on. What is done with what it
+// finds is settle's, the room's and Accept's to say.
+func (c *connCalls) peek(nc net.Conn, buf []byte, urgentPossible, rewind bool) (peeked, int) {
+	c.rc, c.fd, c.rewound = nil, -1, false
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return peekedIncomplete, 0
@@ -52,8 +60,9 @@ func (c *connCalls) peek(nc net.Conn, buf []byte, urgentPossible bool) (peeked, 
 		return peekedIncomplete, 0
 	}
 	c.rc = rc
-	c.p = buf
+	c.p, c.rewind = buf, rewind
 	n, err := c.result(rc.Read(c.peekFunc))
+	c.rewind = false
 	switch {
 	case err == syscall.EAGAIN || err == syscall.EINTR:
 		return peekedEmpty, 0
@@ -161,6 +170,16 @@ func (c *connCalls) write(p []byte) {
 // true say nothing has arrived. It makes nc the connection read and write
 // act on.
 func (c *connCalls) readFrom(nc net.Conn, p []byte) (int, bool) {
+	return c.callOn(nc, p, c.readFunc)
+}
+
+// peekMore is readFrom with a peek: where a rewound peek set nc's peek
+// offset, it looks only at what has arrived since the last peek.
+func (c *connCalls) peekMore(nc net.Conn, p []byte) (int, bool) {
+	return c.callOn(nc, p, c.peekFunc)
+}
+
+func (c *connCalls) callOn(nc net.Conn, p []byte, call func(fd uintptr) bool) (int, bool) {
 	c.rc = nil
 	if sc, ok := nc.(syscall.Conn); ok {
 		c.rc, _ = sc.SyscallConn()
@@ -169,7 +188,7 @@ func (c *connCalls) readFrom(nc net.Conn, p []byte) (int, bool) {
 		return 0, false
 	}
 	c.p = p
-	n, err := c.result(c.rc.Read(c.readFunc))
+	n, err := c.result(c.rc.Read(call))
 	if err == syscall.EAGAIN || err == syscall.EINTR {
 		return 0, true
 	}
@@ -181,6 +200,10 @@ func (c *connCalls) readFrom(nc net.Conn, p []byte) (int, bool) {
 
 func (c *connCalls) peekFD(fd uintptr) bool {
 	c.fd = int32(fd)
+	if c.rewind && !c.noPeekOffset {
+		c.rewound = setPeekOffset(fd, 0) == nil
+		c.noPeekOffset = !c.rewound
+	}
 	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_PEEK)
 	return true
 }

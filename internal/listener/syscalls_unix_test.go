@@ -58,7 +58,7 @@ func TestAcceptCallsAllocate(t *testing.T) {
 
 	next := 0
 	peekAllocs := testing.AllocsPerRun(runs, func() {
-		p, n := calls.peek(conns[next], buf, true)
+		p, n := calls.peek(conns[next], buf, true, false)
 		require.Equal(t, peekedComplete, p)
 		require.Equal(t, len(probeRequest), n)
 		next++
@@ -67,7 +67,7 @@ func TestAcceptCallsAllocate(t *testing.T) {
 
 	next = 0 // the same connections: the peek consumed nothing
 	answerAllocs := testing.AllocsPerRun(runs, func() {
-		_, n := calls.peek(conns[next], buf, true)
+		_, n := calls.peek(conns[next], buf, true, false)
 		settled, _, _ := r.answer(conns[next], n)
 		require.True(t, settled)
 		next++

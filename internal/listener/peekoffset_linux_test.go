@@ -57,7 +57,7 @@ func TestPeekPastUrgent(t *testing.T) {
 			var p peeked
 			var n int
 			probetest.Eventually(t, func() bool {
-				p, n = calls.peek(server, buf, true)
+				p, n = calls.peek(server, buf, true, false)
 				return n >= len(want)
 			}, "the bytes sent")
 			assert.Equal(t, want, string(buf[:n]), "urgent byte before byte %d", at)
@@ -160,4 +160,121 @@ func TestRoomSeesALateUrgentByte(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 503 Service Unavailable\r\n"), "%q", got)
 	assert.Less(t, time.Since(start), headerTimeout/2, "answered late")
+}
+
+// TestRoomPeeksOnlyWhatIsNew: once a rewound peek has set a connection's
+// peek offset, each arrival is peeked at alone, and there is something to
+// decide exactly when a line ends, the caps are reached, or the client
+// goes; a rewound peek then sees the whole header again. Without the
+// option, no peek offset is set, and every peek looks at all of it.
+func TestRoomPeeksOnlyWhatIsNew(t *testing.T) {
+	if !peekOffsetWorks(t) {
+		t.Skip("this kernel cannot peek from an offset: every arrival is peeked at whole")
+	}
+	const start = "GET / HTTP/1.1\r\nHo"
+	steps := []struct {
+		send      string
+		unchanged bool
+		seen      int
+	}{
+		{"", true, len(start)},
+		{"s", true, len(start) + 1},
+		{"t: x\r", true, len(start) + 6},
+		{"\n", false, len(start) + 7},
+		{strings.Repeat("a", maxRequestBytes-len(start)-8), true, maxRequestBytes - 1},
+		{"a", false, maxRequestBytes},
+	}
+	server, client := probetest.TCPPair(t)
+	r := newReader(nil)
+	rewound := func(want string) (seen int, header headerScanner) {
+		var n int
+		var offset bool
+		probetest.Eventually(t, func() bool {
+			_, n, offset = r.repeek(server, false)
+			return n >= len(want)
+		}, "the bytes sent")
+		require.Equal(t, want, string(r.buf[:n]))
+		require.True(t, offset, "the peek offset set")
+		header.scan(r.buf[:n])
+		return n, header
+	}
+	_, err := io.WriteString(client, start)
+	require.NoError(t, err)
+	seen, header := rewound(start)
+	sent := start
+	for _, step := range steps {
+		_, err := io.WriteString(client, step.send)
+		require.NoError(t, err)
+		sent += step.send
+		var unchanged bool
+		probetest.Eventually(t, func() bool {
+			unchanged = r.unchanged(server, &seen, &header)
+			return seen == step.seen || !unchanged
+		}, "the bytes sent")
+		assert.Equal(t, step.unchanged, unchanged, "after %q", step.send)
+		assert.Equal(t, step.seen, seen, "after %q", step.send)
+	}
+	assert.Equal(t, 2, header.lines)
+	rewound(sent)
+
+	server, client = probetest.TCPPair(t)
+	_, err = io.WriteString(client, start)
+	require.NoError(t, err)
+	seen, header = rewound(start)
+	require.NoError(t, client.(*net.TCPConn).CloseWrite())
+	probetest.Eventually(t, func() bool { return !r.unchanged(server, &seen, &header) }, "the client gone")
+
+	withoutPeekOffset(t)
+	r = newReader(nil)
+	server, client = probetest.TCPPair(t)
+	_, err = io.WriteString(client, start)
+	require.NoError(t, err)
+	probetest.Eventually(t, func() bool {
+		_, n, offset := r.repeek(server, false)
+		require.False(t, offset, "no peek offset without the option")
+		return n == len(start)
+	}, "the bytes sent")
+	assert.True(t, r.calls.noPeekOffset, "not tried again")
+}
+
+// TestTrickledHeaderAnswered: a header that arrives in the room a byte at
+// a time is answered as soon as it is whole, and one with a line net/http
+// refuses gets its 400 as soon as that line ends, with the peek offset or
+// without it.
+func TestTrickledHeaderAnswered(t *testing.T) {
+	for _, kernel := range []struct {
+		name       string
+		peekOffset func(*testing.T) bool
+	}{
+		{"this kernel", peekOffsetWorks},
+		{"a kernel without SO_PEEK_OFF for TCP", withoutPeekOffset},
+	} {
+		t.Run(kernel.name, func(t *testing.T) {
+			if !kernel.peekOffset(t) {
+				t.Skip("this kernel cannot be made so")
+			}
+			s := serveTest(t, nil, Options{})
+			for _, tc := range []struct{ send, want string }{
+				{"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK\r\n"},
+				{"GET /readyz HTTP/1.1\r\nBad Header\r\n", response400},
+			} {
+				start, accepted := time.Now(), s.counters.Accepted.Load()
+				c, err := net.Dial("tcp", s.addr)
+				require.NoError(t, err)
+				defer c.Close()
+				for i := range len(tc.send) {
+					_, err := io.WriteString(c, tc.send[i:i+1])
+					require.NoError(t, err)
+					if i == 0 { // the rest arrives in the room
+						probetest.Eventually(t, func() bool { return s.counters.Accepted.Load() > accepted }, "the accept")
+					}
+				}
+				require.NoError(t, c.SetReadDeadline(time.Now().Add(2*headerTimeout)))
+				got, err := io.ReadAll(c)
+				require.NoError(t, err)
+				assert.True(t, strings.HasPrefix(string(got), tc.want), "%q", got)
+				assert.Less(t, time.Since(start), headerTimeout/2, "answered late: %q", tc.send)
+			}
+		})
+	}
 }
