@@ -65,7 +65,7 @@ func (r *reader) repeek(nc net.Conn, urgentPossible bool) (peeked, int, bool) {
 // decide: no line has ended, and the caps are not reached. Every segment
 // a client sends is a buffer of its own in the kernel, which a peek
 // copies one by one: a header trickled a byte at a time, peeked whole on
-// each arrival, cost 1.4-1.7× a plain server's CPU (docs/load.md).
+// each arrival, cost 1.6× a plain server's CPU (docs/load.md).
 func (r *reader) unchanged(nc net.Conn, seen *int, header *headerScanner) bool {
 	if *seen >= maxRequestBytes {
 		return false
