@@ -27,8 +27,8 @@ var maxRequest = hostile.Client{
 }
 
 // maxRequestBytes builds maxrequest's request: the request line, Host, 59
-// header lines and the blank line, 62 lines in all (Serve takes 64), and
-// about 4,000 bytes (it takes 4,095).
+// header lines and the blank line, 62 lines in all, and about 4,000 bytes
+// (Serve takes 4,095).
 func maxRequestBytes() string {
 	var b strings.Builder
 	b.WriteString("GET /readyz?verbose&q=" + strings.Repeat("q", 200) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n")

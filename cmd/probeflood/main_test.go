@@ -209,8 +209,8 @@ func TestKinds(t *testing.T) {
 	assert.EqualError(t, counts{"nosuch": 1}.check(), `no attacker kind "nosuch"`)
 }
 
-// maxrequest is a request Serve answers: valid, and within its caps of
-// 4,095 bytes and 64 lines, close to both.
+// maxrequest is a request Serve answers: valid, and within its cap of
+// 4,095 bytes, close to it.
 func TestMaxRequest(t *testing.T) {
 	raw := maxRequest.Request
 	assert.Greater(t, len(raw), 3900)

@@ -76,11 +76,11 @@ func (c *limitedConn) Close() error {
 	return nil
 }
 
-// Read lets net/http read at most maxRequestBytes and a header of at most
-// maxHeaderLines. Past either it answers 431 itself (refuse) and fails the
-// read as a broken connection does, so that net/http closes at once.
+// Read lets net/http read at most maxRequestBytes and maxHeaderFields.
+// Past either it answers 431 itself (refuse) and fails the read as a
+// broken connection does, so that net/http closes at once.
 func (c *limitedConn) Read(p []byte) (int, error) {
-	if c.read >= maxRequestBytes || c.header.lines > maxHeaderLines {
+	if c.read >= maxRequestBytes || c.header.tooManyFields() {
 		return 0, c.refuse()
 	}
 	if len(p) > maxRequestBytes-c.read {
@@ -91,8 +91,8 @@ func (c *limitedConn) Read(p []byte) (int, error) {
 	if after := c.header.scan(p[:n]); len(after) > 0 && c.limiter.room != nil {
 		c.body = append(c.body, after...) // what net/http has read of a body
 	}
-	if c.header.lines > maxHeaderLines {
-		return 0, c.refuse() // before net/http builds a map of them all
+	if c.header.tooManyFields() {
+		return 0, c.refuse()
 	}
 	return n, err
 }
@@ -108,9 +108,20 @@ func (c *limitedConn) refuse() error {
 			c.hold = holdLinger
 			c.limiter.mu.Unlock()
 		}
+		c.refused = true // never once answered: net/http's background read comes here too
 	}
-	c.refused = true
 	return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errRequestTooLarge}
+}
+
+// Write writes nothing once the request has been refused: net/http takes
+// the last line it read, cut off by the cap, as whole, and would answer
+// 400 to one without a colon after the 431. net/http writes from the
+// goroutine that read the header, which alone sets refused.
+func (c *limitedConn) Write(p []byte) (int, error) {
+	if c.refused {
+		return 0, errRequestTooLarge
+	}
+	return c.Conn.Write(p)
 }
 
 var errRequestTooLarge = errors.New("health: request header too large")

@@ -11,6 +11,12 @@ import "net/http"
 // maxRequestBytes carries fewer values than it has bytes.
 func limitHeaderValues(srv *http.Server) { srv.MaxHeaderValueCount = maxRequestBytes }
 
+// maxHeaderFields is Go 1.27's cap on a header's values
+// (http.DefaultMaxHeaderValueCount), past which net/http answers 431 and
+// lingers: the room and the slots' reads refuse as it does, before
+// net/http builds a map of them all (headerScanner.tooManyFields).
+const maxHeaderFields = 500
+
 // Go 1.27's net/http lingers after any drain that did not reach the
 // body's end, which it looks for one byte past maxDrain.
 const (

@@ -12,11 +12,6 @@ import (
 // the refusal, with net/http's 431 bytes, costs no goroutine.
 const maxRequestBytes = 4<<10 - 1
 
-// maxHeaderLines caps the lines of a request header, a dozen times a
-// kubelet's with a few custom headers: 4 KiB holds a thousand short lines,
-// of which net/http builds a map before it answers. More get the same 431.
-const maxHeaderLines = 64
-
 // headerScanner finds the blank line that ends a request header, across
 // reads, and counts the lines up to it. net/http accepts "\n" as well as
 // "\r\n" as a line end, so both count.
@@ -47,6 +42,17 @@ func (s *headerScanner) scan(p []byte) (after []byte) {
 	return p
 }
 
+// tooManyFields reports whether the lines scanned hold more header fields
+// than net/http takes (maxHeaderFields): all but the request line and the
+// blank line.
+func (s *headerScanner) tooManyFields() bool {
+	fields := s.lines - 1
+	if s.done {
+		fields--
+	}
+	return fields > maxHeaderFields
+}
+
 func onlyCR(p []byte) bool {
 	for _, b := range p {
 		if b != '\r' {
@@ -62,7 +68,7 @@ type peeked uint8
 const (
 	peekedIncomplete peeked = iota // part of a header, or no way to look
 	peekedComplete                 // a whole request header
-	peekedOversized                // maxRequestBytes without the end of a header, or more than maxHeaderLines
+	peekedOversized                // maxRequestBytes without the end of a header, or tooManyFields
 	peekedEmpty                    // nothing yet
 	peekedClosed                   // the client's FIN with nothing before it, or a reset
 	peekedUrgent                   // part of a header, then an urgent byte no peek gets past

@@ -71,7 +71,7 @@ func (c *connCalls) peek(nc net.Conn, buf []byte, urgentPossible, rewind bool) (
 	}
 	var header headerScanner
 	header.scan(buf[:n])
-	if urgentPossible && !header.done && header.lines <= maxHeaderLines && n < len(buf) && c.urgent() {
+	if urgentPossible && !header.done && n < len(buf) && c.urgent() {
 		more, ok := c.peekPastUrgent(buf[n:], n)
 		if !ok {
 			return peekedUrgent, n
@@ -80,7 +80,7 @@ func (c *connCalls) peek(nc net.Conn, buf []byte, urgentPossible, rewind bool) (
 		n += more
 	}
 	switch {
-	case header.lines > maxHeaderLines:
+	case header.tooManyFields():
 		return peekedOversized, n
 	case header.done:
 		return peekedComplete, n
