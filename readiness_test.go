@@ -248,8 +248,8 @@ func assertAfter(t *testing.T, after, jump time.Duration, from time.Time) {
 // long a watchdog was overdue, counted from its deadline. The clock jumps
 // (passTime), so the figures are exact whatever the machine's pace.
 func TestRecoveryLinesSayHowLong(t *testing.T) {
+	from := time.Now() // the outage starts at NewServer
 	s, logs := newTestServer(t)
-	from := time.Now()
 	passTime(s, 90*time.Second)
 	setLatches(s)
 	waitLogWritten(s)
