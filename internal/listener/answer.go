@@ -52,8 +52,9 @@ func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf
 
 // repeek looks again at all that has arrived on nc, a connection in the
 // room, and reports whether its peek offset now stands past it, for
-// unchanged to go on from; not where an urgent byte was possible, whose
-// peek leaves the offset unset, nor on a kernel without the option.
+// unchanged to go on from: not on a kernel without the option, nor where
+// an urgent byte was possible, whose peek may unset the offset. While one
+// is pending, every arrival reports it, and is peeked at whole.
 func (r *reader) repeek(nc net.Conn, urgentPossible bool) (peeked, int, bool) {
 	p, n := r.calls.peek(nc, r.buf, urgentPossible, true)
 	return p, n, r.calls.rewound && !urgentPossible

@@ -46,8 +46,8 @@ type waiter struct {
 	drain    drain    // for holdDrain
 	parses   uint8    // net/http's parses left to judge its header (maxParses: Accept's peek had one)
 	// seen is how many bytes of its header the room has peeked at, and
-	// where its peek offset stands, header their lines; -1 until a
-	// rewound peek sets the offset (reader.unchanged).
+	// where its peek offset stands, header their lines; -1 where the
+	// next peek is to be a whole, rewound one (reader.repeek).
 	seen   int
 	header headerScanner
 	links[waiter]

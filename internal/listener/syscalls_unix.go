@@ -24,7 +24,7 @@ type connCalls struct {
 	off     int     // pastUrgent's peek offset
 	rewind  bool    // the peek starts from a peek offset of 0
 	rewound bool    // it did: the peek offset now stands past what it saw
-	// noPeekOffset: the kernel refused SO_PEEK_OFF for TCP (before Linux
+	// noPeekOffset: the kernel has no SO_PEEK_OFF for TCP (before Linux
 	// 6.9), and peeks are not rewound, which would fail on every arrival.
 	noPeekOffset bool
 
@@ -46,7 +46,8 @@ func newConnCalls() *connCalls {
 // a system call on every arrival of a trickled header. With rewind, it
 // first sets the socket's peek offset to 0, where the kernel has the
 // option, so that it sees every byte however far the room's last peek got
-// (peekMore), and the offset then stands past them (c.rewound). It makes
+// (peekMore); unless it then looks past an urgent byte, the offset stands
+// past what it saw (c.rewound). It makes
 // nc the connection that read and write act on. What is done with what it
 // finds is settle's, the room's and Accept's to say.
 func (c *connCalls) peek(nc net.Conn, buf []byte, urgentPossible, rewind bool) (peeked, int) {
@@ -201,8 +202,8 @@ func (c *connCalls) callOn(nc net.Conn, p []byte, call func(fd uintptr) bool) (i
 func (c *connCalls) peekFD(fd uintptr) bool {
 	c.fd = int32(fd)
 	if c.rewind && !c.noPeekOffset {
-		c.rewound = setPeekOffset(fd, 0) == nil
-		c.noPeekOffset = !c.rewound
+		err := setPeekOffset(fd, 0)
+		c.rewound, c.noPeekOffset = err == nil, err == syscall.EOPNOTSUPP
 	}
 	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_PEEK)
 	return true
