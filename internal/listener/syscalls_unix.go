@@ -47,9 +47,9 @@ func newConnCalls() *connCalls {
 // first sets the socket's peek offset to 0, where the kernel has the
 // option, so that it sees every byte however far the room's last peek got
 // (peekMore); unless it then looks past an urgent byte, the offset stands
-// past what it saw (c.rewound). It makes
-// nc the connection that read and write act on. What is done with what it
-// finds is settle's, the room's and Accept's to say.
+// past what it saw (c.rewound). It makes nc the connection that read and
+// write act on. What is done with what it finds is settle's, the room's
+// and Accept's to say.
 func (c *connCalls) peek(nc net.Conn, buf []byte, urgentPossible, rewind bool) (peeked, int) {
 	c.rc, c.fd, c.rewound = nil, -1, false
 	sc, ok := nc.(syscall.Conn)
