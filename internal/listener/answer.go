@@ -52,10 +52,12 @@ func (r *reader) peek(nc net.Conn) (peeked, int) { return r.calls.peek(nc, r.buf
 
 // repeek looks again at all that has arrived on nc, a connection in the
 // room, and reports whether its peek offset now stands past it, for
-// unchanged to go on from; not on a kernel without the option.
+// unchanged to go on from: not on a kernel without the option, nor where
+// an urgent byte was possible, whose peek may unset the offset. While one
+// is pending, every arrival reports it, and is peeked at whole.
 func (r *reader) repeek(nc net.Conn, urgentPossible bool) (peeked, int, bool) {
 	p, n := r.calls.peek(nc, r.buf, urgentPossible, true)
-	return p, n, r.calls.rewound
+	return p, n, r.calls.rewound && !urgentPossible
 }
 
 // unchanged peeks at what has arrived on nc, a connection in the room,
@@ -65,25 +67,17 @@ func (r *reader) repeek(nc net.Conn, urgentPossible bool) (peeked, int, bool) {
 // a client sends is a buffer of its own in the kernel, which a peek
 // copies one by one: a header trickled a byte at a time, peeked whole on
 // each arrival, cost 1.6× a plain server's CPU (docs/load.md).
-//
-// With an urgent byte pending, a peek stops short of its mark, and the
-// next, from the mark, skips it: so it peeks until nothing is left. The
-// kernel's offset then does not count the byte skipped, and the next peek
-// sees the byte before it again: a line end seen twice, which only makes
-// the room peek whole once more.
-func (r *reader) unchanged(nc net.Conn, seen *int, header *headerScanner, urgent bool) bool {
-	lines := header.lines
-	for *seen < maxRequestBytes {
-		n, ok := r.calls.peekMore(nc, r.buf[:maxRequestBytes-*seen])
-		if !ok {
-			return false // ended or failed: the whole peek says how
-		}
-		header.scan(r.buf[:n])
-		*seen += n
-		if n == 0 || !urgent {
-			break
-		}
+func (r *reader) unchanged(nc net.Conn, seen *int, header *headerScanner) bool {
+	if *seen >= maxRequestBytes {
+		return false
 	}
+	n, ok := r.calls.peekMore(nc, r.buf[:maxRequestBytes-*seen])
+	if !ok {
+		return false // ended or failed: the whole peek says how
+	}
+	lines := header.lines
+	header.scan(r.buf[:n])
+	*seen += n
 	return header.lines == lines && *seen < maxRequestBytes
 }
 

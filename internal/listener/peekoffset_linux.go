@@ -14,8 +14,8 @@ const soPeekOff = 42
 // starts at the mark skips the byte and goes on, as a read does
 // (SIOCATMARK tells which). So it peeks again from the offset c.off, the
 // mark (SO_PEEK_OFF, for TCP on recent kernels; elsewhere it fails: see
-// peeked.awaited), and leaves the offset where that peek ends, for the
-// room's next (reader.unchanged).
+// peeked.awaited), and unsets the offset: the room's next peek is a
+// rewound one (waiter.seen).
 func (c *connCalls) pastUrgentFD(fd uintptr) bool {
 	var atMark int32
 	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.SIOCATMARK, uintptr(unsafe.Pointer(&atMark))); errno != 0 {
@@ -29,6 +29,9 @@ func (c *connCalls) pastUrgentFD(fd uintptr) bool {
 		return true
 	}
 	c.n, _, c.err = syscall.Recvfrom(int(fd), c.p, syscall.MSG_PEEK)
+	if err := setPeekOffset(fd, -1); err != nil && c.err == nil {
+		c.err = err
+	}
 	return true
 }
 

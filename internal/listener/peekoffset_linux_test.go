@@ -4,11 +4,9 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,7 +58,7 @@ func TestPeekPastUrgent(t *testing.T) {
 			var p peeked
 			var n int
 			probetest.Eventually(t, func() bool {
-				p, n = calls.peek(server, buf, true, true)
+				p, n = calls.peek(server, buf, true, false)
 				return n >= len(want)
 			}, "the bytes sent")
 			assert.Equal(t, want, string(buf[:n]), "urgent byte before byte %d", at)
@@ -211,7 +209,7 @@ func TestRoomPeeksOnlyWhatIsNew(t *testing.T) {
 		sent += step.send
 		var unchanged bool
 		probetest.Eventually(t, func() bool {
-			unchanged = r.unchanged(server, &seen, &header, false)
+			unchanged = r.unchanged(server, &seen, &header)
 			return seen == step.seen || !unchanged
 		}, "the bytes sent")
 		assert.Equal(t, step.unchanged, unchanged, "after %q", step.send)
@@ -225,7 +223,7 @@ func TestRoomPeeksOnlyWhatIsNew(t *testing.T) {
 	require.NoError(t, err)
 	seen, header = rewound(start)
 	require.NoError(t, client.(*net.TCPConn).CloseWrite())
-	probetest.Eventually(t, func() bool { return !r.unchanged(server, &seen, &header, false) }, "the client gone")
+	probetest.Eventually(t, func() bool { return !r.unchanged(server, &seen, &header) }, "the client gone")
 
 	withoutPeekOffset(t)
 	refused, tries := setPeekOffset, 0
@@ -316,92 +314,4 @@ func TestRoomSeesDataAndFINTogether(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, response400, string(got))
 	assert.Less(t, time.Since(start), headerTimeout/2, "settled late")
-}
-
-// TestUrgentHeaderPeekedOnlyWhereNew: a header with an urgent byte in it,
-// which keeps every later report of the epoll set urgent, is still peeked
-// at only where new once the room has seen past the byte, and answered
-// when whole. Peeked whole on each arrival, such a client cost what every
-// trickling client cost before the peek offset.
-func TestUrgentHeaderPeekedOnlyWhereNew(t *testing.T) {
-	if !peekOffsetWorks(t) {
-		t.Skip("this kernel cannot peek from an offset: an urgent header waits for its deadline")
-	}
-	var rewinds atomic.Int32
-	own := setPeekOffset
-	setPeekOffset = func(fd uintptr, off int) error { rewinds.Add(1); return own(fd, off) }
-	t.Cleanup(func() { setPeekOffset = own })
-	r := newRoomRig(t, nil, 16)
-	seen := func() int {
-		r.l.room.mu.Lock()
-		defer r.l.room.mu.Unlock()
-		if w := r.l.room.waiting.front(); w != nil {
-			return w.seen
-		}
-		return -1
-	}
-	start := time.Now()
-	c := r.dial("GET /readyz HTTP/1.1\r\nHo")
-	require.NoError(t, hostile.SendUrgent(c))
-	probetest.Eventually(t, func() bool { return seen() > 0 && rewinds.Load() > 0 }, "the room past the urgent byte")
-	before := rewinds.Load()
-	for _, b := range []string{"s", "t", ":", " ", "x"} {
-		last := seen()
-		_, err := io.WriteString(c, b)
-		require.NoError(t, err)
-		probetest.Eventually(t, func() bool { return seen() > last }, "the byte peeked at")
-	}
-	assert.Equal(t, before, rewinds.Load(), "no whole peek for bytes that end no line")
-	_, err := io.WriteString(c, "\r\n\r\n")
-	require.NoError(t, err)
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(2*headerTimeout)))
-	got, err := io.ReadAll(c)
-	require.NoError(t, err)
-	assert.True(t, strings.HasPrefix(string(got), "HTTP/1.1 503 Service Unavailable\r\n"), "%q", got)
-	assert.Less(t, time.Since(start), headerTimeout/2, "answered late")
-}
-
-// TestUnchangedLooksPastAnUrgentMark: bytes on both sides of an urgent
-// byte, arrived together, are one report of the epoll set; the peeks from
-// the offset go on past the mark, so the line they end is seen.
-func TestUnchangedLooksPastAnUrgentMark(t *testing.T) {
-	if !peekOffsetWorks(t) {
-		t.Skip("this kernel cannot peek from an offset")
-	}
-	server, client := probetest.TCPPair(t)
-	r := newReader(nil)
-	const start = "GET / HTTP/1.1\r\nHo"
-	_, err := io.WriteString(client, start)
-	require.NoError(t, err)
-	var n int
-	var offset bool
-	probetest.Eventually(t, func() bool { _, n, offset = r.repeek(server, false); return n == len(start) }, "the bytes sent")
-	require.True(t, offset)
-	seen, header := n, headerScanner{}
-	header.scan(r.buf[:n])
-	cork := func(on int) {
-		rc, err := client.(*net.TCPConn).SyscallConn()
-		require.NoError(t, err)
-		require.NoError(t, rc.Control(func(fd uintptr) {
-			require.NoError(t, syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, on))
-		}))
-	}
-	cork(1) // one segment: once any of it has arrived, all has
-	_, err = io.WriteString(client, "st")
-	require.NoError(t, err)
-	require.NoError(t, hostile.SendUrgent(client))
-	_, err = io.WriteString(client, ": x\r\n")
-	require.NoError(t, err)
-	cork(0)
-	rc, err := server.(*net.TCPConn).SyscallConn()
-	require.NoError(t, err)
-	probetest.Eventually(t, func() bool { // as FIONREAD counts, up to the mark, unpeeked
-		var queued int32
-		var errno syscall.Errno
-		require.NoError(t, rc.Control(func(fd uintptr) {
-			_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&queued)))
-		}))
-		return errno == 0 && int(queued) > len(start)
-	}, "the rest arrived")
-	assert.False(t, r.unchanged(server, &seen, &header, true), "the line ended past the mark")
 }

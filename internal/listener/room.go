@@ -200,7 +200,7 @@ func (r *room) examine(ev readyEvent) {
 func (r *room) answer(w *waiter, ev readyEvent) (handOn bool, p peeked) {
 	p, n := peekedClosed, 0
 	if !ev.failed {
-		if w.seen >= 0 && !ev.hangup && r.reader.unchanged(w.nc, &w.seen, &w.header, ev.urgent) {
+		if w.seen >= 0 && !ev.hangup && !ev.urgent && r.reader.unchanged(w.nc, &w.seen, &w.header) {
 			return false, peekedIncomplete
 		}
 		var offset bool
