@@ -469,13 +469,13 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 		defer w.Stop()
 		w.Beat()
 	}
+	// Every deadline has passed once all three wait in the queue: a
+	// timeout counted in Status is queued only after the Server's lock is
+	// let go, and a release in that gap would make a third dump.
 	eventually(t, func() bool {
-		for _, w := range s.Status().Watchdogs {
-			if w.Timeouts == 0 {
-				return false
-			}
-		}
-		return true
+		s.stackq.mu.Lock()
+		defer s.stackq.mu.Unlock()
+		return len(s.stackq.pending) == 3
 	}, "every deadline passed during the first dump")
 	ch := s.Changed()
 	close(release)
