@@ -6,6 +6,8 @@ import "context"
 // and in the slots, and stops admitting more: it has nothing to answer,
 // and would only hold Serve's shutdown until its header timeout. One
 // answered is held to its time, as a plain server's Shutdown waits for it.
+// Each is closed having read what it was sent (discardUnread), so with a
+// FIN, even where net/http's goroutine had not yet read its header.
 func (l *connLimiter) shutdown() {
 	l.stop()
 	if l.room != nil {
@@ -21,6 +23,7 @@ func (l *connLimiter) shutdown() {
 	l.released.Broadcast()
 	l.mu.Unlock()
 	for _, c := range victims {
+		discardUnread(c.Conn)
 		_ = c.Conn.Close()
 	}
 }

@@ -244,6 +244,7 @@ func (l *connLimiter) admit(nc net.Conn, p peeked) net.Conn {
 	}
 	l.mu.Unlock()
 	if closing {
+		discardUnread(nc)
 		_ = nc.Close()
 	}
 	return c

@@ -223,3 +223,30 @@ func (c *connCalls) writeFD(fd uintptr) bool {
 	c.n, c.err = syscall.Write(int(fd), c.p)
 	return true
 }
+
+// discardUnread reads and drops what has arrived on a slot's connection,
+// so that the close that follows ends in a FIN: closing a socket with
+// bytes unread makes the kernel send a reset. Unlike reader.discard it
+// takes no read lock (RawConn.Control, not Read): net/http's goroutine may
+// be parked in Read on the connection, holding that lock until its header
+// timeout, and a shutdown must not wait for it. The socket is non-blocking,
+// so no read here waits; if net/http's goroutine reads between them, each
+// takes part of the bytes, and both are dropped.
+func discardUnread(nc net.Conn) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		var buf [maxRequestBytes]byte
+		for range 4 { // as reader.discard: any header under the caps
+			if n, err := syscall.Read(int(fd), buf[:]); err != nil || n <= 0 {
+				return
+			}
+		}
+	})
+}

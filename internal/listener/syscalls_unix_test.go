@@ -3,10 +3,14 @@
 package listener
 
 import (
+	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/meshnode/health/internal/hostile"
+	"github.com/meshnode/health/internal/probetest"
 )
 
 // TestAcceptCallsAllocate pins the allocations of ours for a probe
@@ -136,4 +141,79 @@ func TestUrgentByteAsNetHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDiscardUnreadEndsInAFIN: a slot closed by the shutdown with a
+// partial header unread ends in a FIN once discardUnread has read it; the
+// close alone would send a reset, the row that shows the test can fail.
+func TestDiscardUnreadEndsInAFIN(t *testing.T) {
+	const partial = "GET /readyz HTTP/1.1\r\nHo"
+	for _, tc := range []struct {
+		name      string
+		discard   bool
+		wantReset bool
+	}{
+		{"discarded, then closed", true, false},
+		{"closed alone", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server, client := probetest.TCPPair(t)
+			_, err := io.WriteString(client, partial)
+			require.NoError(t, err)
+			buf := make([]byte, maxRequestBytes)
+			probetest.Eventually(t, func() bool {
+				_, n := newConnCalls().peek(server, buf, false, false)
+				return n == len(partial)
+			}, "the partial header queued")
+			if tc.discard {
+				discardUnread(server)
+			}
+			require.NoError(t, server.Close())
+			require.NoError(t, client.SetReadDeadline(time.Now().Add(10*time.Second)))
+			_, err = io.ReadAll(client)
+			assert.Equal(t, tc.wantReset, errors.Is(err, syscall.ECONNRESET), "reset: %v", err)
+			if !tc.wantReset {
+				assert.NoError(t, err, "a FIN")
+			}
+		})
+	}
+}
+
+// TestDiscardUnreadTakesNoReadLock: discardUnread returns at once while
+// net/http's goroutine is parked in Read on the connection, which holds
+// the connection's read lock until its header timeout; a shutdown that
+// waited for it would wait that long.
+func TestDiscardUnreadTakesNoReadLock(t *testing.T) {
+	server, _ := probetest.TCPPair(t)
+	readEnded := make(chan struct{})
+	go func() {
+		defer close(readEnded)
+		_, _ = server.Read(make([]byte, 1)) // parks until the close below
+	}()
+	probetest.Eventually(t, func() bool { return parkedInRead("TestDiscardUnreadTakesNoReadLock") }, "the Read parked")
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		discardUnread(server)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(5 * time.Second):
+		t.Error("discardUnread waited for the parked Read")
+	}
+	require.NoError(t, server.Close())
+	<-readEnded
+	<-returned
+}
+
+// parkedInRead reports whether a goroutine started by test waits in the
+// network poller.
+func parkedInRead(test string) bool {
+	buf := make([]byte, 1<<20)
+	for _, g := range bytes.Split(buf[:runtime.Stack(buf, true)], []byte("\n\n")) {
+		if bytes.Contains(g, []byte("[IO wait")) && bytes.Contains(g, []byte(test+".func")) {
+			return true
+		}
+	}
+	return false
 }
