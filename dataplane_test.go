@@ -320,13 +320,17 @@ func TestDataPlaneCheckPending(t *testing.T) {
 
 	t.Run("a first check that hangs is pending, then stalled", func(t *testing.T) {
 		s, logs := newTestServer(t)
-		// A stall bound of 30 ms: time enough for SetDataPlaneReady to
-		// land while the check is pending, short enough to wait for.
-		s.checkPeriod = 10 * time.Millisecond
+		// The stall timer is fired by hand once SetDataPlaneReady has
+		// landed: a real one could fire before it, and no pending line
+		// would be logged. TestDataPlaneStallBound times the real one.
+		s.checkPeriod = time.Hour
 		s.SetRegistered()
 		release := setBlockedCheck(t, s, nil)
 		s.SetDataPlaneReady()
-		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneStalled) }, "stalled")
+		require.Equal(t, ErrDataPlaneCheckPending, s.Ready())
+		st := internals(s)
+		s.markStalled(st.poller, st.run)
+		require.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
 		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 		release()
 		eventually(t, func() bool { return s.Ready() == nil }, "ready once it returned")

@@ -224,14 +224,19 @@ func takenStack(t *testing.T, s *Server, i int) string {
 func TestStuckGoroutineStack(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s, logs := newReadyServer(t)
-	w := s.Watch("reconcile", 50*time.Millisecond)
+	// The deadlines are passed by hand (passTime), each once the loop is
+	// where the test wants it: a real one could pass again on a slow
+	// machine between the Beat after the lock and the checks after it.
+	w := s.Watch("reconcile", time.Hour)
 	defer w.Stop()
 	var mu sync.Mutex
 	mu.Lock()
 	ids, turned := make(chan uint64, 1), make(chan struct{})
 	go stuckLoop(w, &mu, ids, turned)
 	id := <-ids
+	eventually(t, func() bool { return goroutineHeader(id) == fmt.Sprintf("goroutine %d [sync.Mutex.Lock]:", id) }, "the loop parked on the lock")
 
+	passTime(s, 2*time.Hour)
 	waitUnresponsive(t, s, "the hung loop's deadline")
 	stack := takenStack(t, s, 0)
 	header, frames, _ := strings.Cut(stack, "\n")
@@ -247,7 +252,7 @@ func TestStuckGoroutineStack(t *testing.T) {
 	}
 	assert.Equal(t, 1, headers, "that goroutine's stack alone")
 	assert.False(t, strings.HasSuffix(stack, "\n"))
-	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms stack=`+strconv.Quote(stack)),
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=1h0m0s stack=`+strconv.Quote(stack)),
 		"the line carries the same text")
 
 	ch := s.Changed()
@@ -257,9 +262,25 @@ func TestStuckGoroutineStack(t *testing.T) {
 	require.NoError(t, s.Ready())
 	assert.Empty(t, s.Status().Watchdogs[0].Stack, "met again: no stack")
 
+	eventually(t, func() bool { return goroutineHeader(id) == "" }, "the loop's goroutine gone")
+	passTime(s, 2*time.Hour)
 	waitUnresponsive(t, s, "the deadline after the loop returned without Stop")
 	assert.Equal(t, "the goroutine that last beat has exited", takenStack(t, s, 0))
-	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=50ms stack="the goroutine that last beat has exited"`))
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=1h0m0s stack="the goroutine that last beat has exited"`))
+}
+
+// goroutineHeader returns the first line of goroutine id's stack, with its
+// wait reason, or "" once it has exited.
+func goroutineHeader(id uint64) string {
+	buf := make([]byte, 1<<20)
+	prefix := fmt.Sprintf("goroutine %d [", id)
+	for _, g := range strings.Split(string(buf[:dumpAll(buf)]), "\n\n") {
+		if strings.HasPrefix(g, prefix) {
+			header, _, _ := strings.Cut(g, "\n")
+			return header
+		}
+	}
+	return ""
 }
 
 // TestStackBeforeTheFirstBeat: the first deadline, counted from Watch,
@@ -291,13 +312,17 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 		}
 		return dumpAll(buf)
 	}
-	w := s.Watch("reconcile", 30*time.Millisecond)
+	// The deadlines are passed by hand (passTime), in this goroutine, so
+	// that no Status or probe of the test's holds the lock as the dump
+	// looks at it, and no deadline passes early on a slow machine.
+	w := s.Watch("reconcile", time.Hour)
 	for round := 1; round <= 3; round++ {
 		for range 100 {
 			w.Beat()
 			serve(s.Handler(), "GET", "/readyz")
 		}
-		waitUnresponsive(t, s, "the deadline")
+		passTime(s, 2*time.Hour)
+		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
 		takenStack(t, s, 0)
 		assert.Equal(t, int32(round), dumps.Load(), "one dump per deadline")
 		s.Status()
@@ -392,10 +417,19 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	written := func(substr string) int { // what the sink has taken, without waiting for the rest
 		return strings.Count(logs.LogBuffer.String(), substr)
 	}
-	w := s.Watch("reconcile", 30*time.Millisecond)
+	// The deadlines are passed by hand (passTime): with real ones, a
+	// slow machine could pass reconcile's again after its recovery, and
+	// log lines this test does not expect. The first passTime takes the
+	// stacks, so it blocks in the dump until release.
+	w := s.Watch("reconcile", time.Hour)
 	defer w.Stop()
 	w.Beat()
 	id := goroutineID()
+	firstPassed := make(chan struct{})
+	go func() {
+		defer close(firstPassed)
+		passTime(s, 2*time.Hour)
+	}()
 	select {
 	case <-inDump:
 	case <-time.After(10 * time.Second):
@@ -407,23 +441,25 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	assert.Empty(t, st.Stack, "no stack before it is taken")
 	assert.Zero(t, written("health: subsystem unresponsive"), "the ERROR line waits for its stack")
 
-	other := s.Watch("watch", 30*time.Millisecond)
+	other := s.Watch("watch", time.Hour)
 	defer other.Stop()
 	other.Beat()
-	eventually(t, func() bool { return s.Status().Watchdogs[1].Overdue }, "the second deadline, during the first dump")
+	passTime(s, 2*time.Hour) // returns at once: the goroutine dumping takes this stack too
+	require.True(t, s.Status().Watchdogs[1].Overdue, "the second deadline, during the first dump")
 
 	w.Beat()
 	assert.False(t, s.Status().Watchdogs[0].Overdue, "recovered before Beat returned, the dump still running")
 	close(release)
 	<-inDump // the second deadline's dump, after the first
+	<-firstPassed
 	assert.Equal(t, []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
 		`level=INFO msg="health: readiness changed" ready=true after=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
 		`level=INFO msg="health: readiness changed" ready=true after=…`,
-		`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=30ms stack=…`,
+		`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=1h0m0s stack=…`,
 		`level=WARN msg="health: readiness changed" ready=false reason="subsystem unresponsive"`,
-		`level=ERROR msg="health: subsystem unresponsive" subsystem=watch timeout=30ms stack=…`,
+		`level=ERROR msg="health: subsystem unresponsive" subsystem=watch timeout=1h0m0s stack=…`,
 		`level=INFO msg="health: subsystem responsive again" subsystem=reconcile after=…`,
 	}, elideStacks(healthLines(logs)))
 	stacks := 0
@@ -460,23 +496,30 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 		<-release
 		return dumpAll(buf)
 	}
-	first := s.Watch("first", 20*time.Millisecond)
+	// The deadlines are passed by hand (passTime): with real ones, a
+	// pause between a Watch and its Beat on a slow machine would pass a
+	// deadline more. The first passTime takes the stacks, so it blocks in
+	// the dump until release; the second finds it dumping, and queues the
+	// three deadlines it passes for it.
+	first := s.Watch("first", time.Hour)
 	defer first.Stop()
 	first.Beat()
+	firstPassed := make(chan struct{})
+	go func() {
+		defer close(firstPassed)
+		passTime(s, 2*time.Hour)
+	}()
 	<-inDump
 	for i := range 3 {
-		w := s.Watch(fmt.Sprintf("worker-%d", i), 20*time.Millisecond)
+		w := s.Watch(fmt.Sprintf("worker-%d", i), time.Hour)
 		defer w.Stop()
 		w.Beat()
 	}
-	// Every deadline has passed once all three wait in the queue: a
-	// timeout counted in Status is queued only after the Server's lock is
-	// let go, and a release in that gap would make a third dump.
-	eventually(t, func() bool {
-		s.stackq.mu.Lock()
-		defer s.stackq.mu.Unlock()
-		return len(s.stackq.pending) == 3
-	}, "every deadline passed during the first dump")
+	passTime(s, 2*time.Hour)
+	s.stackq.mu.Lock()
+	queued := len(s.stackq.pending)
+	s.stackq.mu.Unlock()
+	require.Equal(t, 3, queued, "every deadline passed during the first dump, queued")
 	ch := s.Changed()
 	close(release)
 	waitClosed(t, ch, 10*time.Second, "the first stack reaching Status")
@@ -489,6 +532,7 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 		}
 		return true
 	}, "every stack taken")
+	<-firstPassed
 	assert.Equal(t, int32(2), dumps.Load(), "the first deadline's dump, then one for the three")
 	assert.Equal(t, int32(1), most.Load(), "one dump at a time")
 	assert.Equal(t, 4, logs.count(`level=ERROR msg="health: subsystem unresponsive"`))
