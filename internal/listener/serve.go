@@ -148,11 +148,16 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 	var failed error
 	select {
 	case err := <-served: // the listener failed: end the rest as a shutdown does
-		_ = srv.Close()
 		failed = fmt.Errorf("serving %q: %w", ln.Addr().String(), err)
 	case <-ctx.Done():
 	}
 	l.shutdown()
+	if failed != nil {
+		// After shutdown, which has read what each slot without a request
+		// was sent: closed first by net/http, one whose goroutine had not
+		// read its header yet would be reset.
+		_ = srv.Close()
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownBound)
 	defer cancel()
 	if failed == nil {

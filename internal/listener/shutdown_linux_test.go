@@ -122,3 +122,76 @@ func TestListenerFailureHoldsToo(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(start), rstAvoidanceDelay, "the linger cut short")
 	assert.Less(t, time.Since(start), rstAvoidanceDelay+holdMargin)
 }
+
+// TestShutdownReadsWhatSlotsWereSent: a slot without a request whose
+// net/http goroutine has not read its partial header yet (a ReadGate holds
+// it) is closed with a FIN when Serve stops, whether its ctx ended or its
+// listener failed: the close alone, over the unread header, is a reset on
+// Linux. The listener defers accept, so the header is queued once the
+// connection is accepted.
+func TestShutdownReadsWhatSlotsWereSent(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		failAfter int // the listener fails after this many accepts; 0: ctx ends
+	}{
+		{"ctx ended", 0},
+		{"the listener failed", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner, err := Listen("127.0.0.1:0")
+			require.NoError(t, err)
+			gate := make(chan struct{})
+			ln := probetest.NewListener(inner, probetest.Faults{FailAfter: tc.failAfter, Err: errors.New("the listener broke"), ReadGate: gate})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			returned := make(chan error, 1)
+			go func() {
+				returned <- Serve(ctx, ln, Options{Handler: new(fakeProbes), Counters: new(Counters), Log: discardLog, Limit: 8, room: -1})
+			}()
+			c, err := net.Dial("tcp", inner.Addr().String())
+			require.NoError(t, err)
+			defer c.Close()
+			_, err = io.WriteString(c, "GET /readyz HTTP/1.1\r\nHo")
+			require.NoError(t, err)
+			probetest.Eventually(t, func() bool { return ln.Counts().Accepted == 1 }, "the slot accepted")
+			cancel()
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Second)))
+			_, err = io.ReadAll(c)
+			assert.NoError(t, err, "a FIN, not a reset")
+			close(gate) // net/http's goroutine may end now, and Serve return
+			select {
+			case err := <-returned:
+				if tc.failAfter > 0 {
+					assert.ErrorContains(t, err, "the listener broke")
+				} else {
+					assert.NoError(t, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve did not return")
+			}
+		})
+	}
+}
+
+// TestAdmittedAtShutdownReadFirst: a connection admitted once Serve is
+// stopping is closed at once, with a FIN: what it sent is read first.
+func TestAdmittedAtShutdownReadFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := newConnLimiter(ln, 8, Options{Counters: new(Counters), Log: discardLog, room: -1})
+	defer l.Close()
+	l.shutdown()
+	server, client := probetest.TCPPair(t)
+	const partial = "GET /readyz HTTP/1.1\r\nHo"
+	_, err = io.WriteString(client, partial)
+	require.NoError(t, err)
+	buf := make([]byte, maxRequestBytes)
+	probetest.Eventually(t, func() bool {
+		_, n := newConnCalls().peek(server, buf, false, false)
+		return n == len(partial)
+	}, "the partial header queued")
+	l.admit(server, peekedIncomplete)
+	require.NoError(t, client.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = io.ReadAll(client)
+	assert.NoError(t, err, "a FIN, not a reset")
+}

@@ -229,9 +229,11 @@ func (c *connCalls) writeFD(fd uintptr) bool {
 // bytes unread makes the kernel send a reset. Unlike reader.discard it
 // takes no read lock (RawConn.Control, not Read): net/http's goroutine may
 // be parked in Read on the connection, holding that lock until its header
-// timeout, and a shutdown must not wait for it. The socket is non-blocking,
-// so no read here waits; if net/http's goroutine reads between them, each
-// takes part of the bytes, and both are dropped.
+// timeout, and a shutdown must not wait for it. No read here waits: every
+// socket Go's net makes is non-blocking (one made blocking behind its back
+// would already hang the accept's peek). If net/http's goroutine reads
+// beside it, each takes part of the bytes; bytes that arrive after the
+// last read still make the close a reset.
 func discardUnread(nc net.Conn) {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {

@@ -145,7 +145,7 @@ func TestUrgentByteAsNetHTTP(t *testing.T) {
 
 // TestDiscardUnreadEndsInAFIN: a slot closed by the shutdown with a
 // partial header unread ends in a FIN once discardUnread has read it; the
-// close alone would send a reset, the row that shows the test can fail.
+// close alone sends a reset on Linux, the row that shows the test can fail.
 func TestDiscardUnreadEndsInAFIN(t *testing.T) {
 	const partial = "GET /readyz HTTP/1.1\r\nHo"
 	for _, tc := range []struct {
@@ -157,6 +157,9 @@ func TestDiscardUnreadEndsInAFIN(t *testing.T) {
 		{"closed alone", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.wantReset && runtime.GOOS != "linux" {
+				t.Skip("Linux resets a close over unread bytes (RFC 2525, 2.17); other systems need not")
+			}
 			server, client := probetest.TCPPair(t)
 			_, err := io.WriteString(client, partial)
 			require.NoError(t, err)

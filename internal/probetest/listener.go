@@ -37,6 +37,10 @@ type Faults struct {
 	// HideConnDescriptors hides the descriptor of every connection it
 	// accepts, as a listener made by other means than a plain TCP one may.
 	HideConnDescriptors bool
+	// ReadGate, when set, holds every Read of the connections it accepts
+	// until it is closed: a server's goroutine that has not yet read what
+	// its client sent, for as long as a test needs.
+	ReadGate chan struct{}
 }
 
 // Listener is the one fake listener of the tests: a real loopback TCP
@@ -146,6 +150,13 @@ type countedConn struct {
 	net.Conn
 	l    *Listener
 	once sync.Once
+}
+
+func (c *countedConn) Read(p []byte) (int, error) {
+	if gate := c.l.faults.ReadGate; gate != nil {
+		<-gate
+	}
+	return c.Conn.Read(p)
 }
 
 func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
