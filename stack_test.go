@@ -515,11 +515,19 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 		defer w.Stop()
 		w.Beat()
 	}
-	passTime(s, 2*time.Hour)
-	s.stackq.mu.Lock()
-	queued := len(s.stackq.pending)
-	s.stackq.mu.Unlock()
-	require.Equal(t, 3, queued, "every deadline passed during the first dump, queued")
+	// In a goroutine of its own, so that a regression that dumps here too
+	// fails the wait below rather than hang the test.
+	secondPassed := make(chan struct{})
+	go func() {
+		defer close(secondPassed)
+		passTime(s, 2*time.Hour)
+	}()
+	eventually(t, func() bool {
+		s.stackq.mu.Lock()
+		defer s.stackq.mu.Unlock()
+		return len(s.stackq.pending) == 3
+	}, "every deadline passed during the first dump, queued")
+	<-secondPassed
 	ch := s.Changed()
 	close(release)
 	waitClosed(t, ch, 10*time.Second, "the first stack reaching Status")
