@@ -306,21 +306,24 @@ func TestWatchdogLongTimeout(t *testing.T) {
 }
 
 func TestWatchdogStatus(t *testing.T) {
-	const timeout = 50 * time.Millisecond
+	// The second's deadline is passed by hand (passTime), once every
+	// Beat is in: a real one could pass from Watch on a slow machine,
+	// and count a timeout more.
+	const timeout = time.Hour
 	s, _ := newReadyServer(t)
-	first := s.Watch("loop", time.Hour)
+	first := s.Watch("loop", 24*time.Hour)
 	second := s.Watch("loop", timeout) // names may repeat
-	third := s.Watch("netlink", time.Minute)
+	third := s.Watch("netlink", 12*time.Hour)
 	defer first.Stop()
 	defer second.Stop()
 	defer third.Stop()
 
 	assert.Equal(t, []WatchdogStatus{
-		{Name: "loop", Timeout: time.Hour, Overdue: true},
+		{Name: "loop", Timeout: 24 * time.Hour, Overdue: true},
 		{Name: "loop", Timeout: timeout, Overdue: true},
-		{Name: "netlink", Timeout: time.Minute, Overdue: true},
+		{Name: "netlink", Timeout: 12 * time.Hour, Overdue: true},
 	}, s.Status().Watchdogs, "in Watch order, unmet before the first Beat")
-	assert.Equal(t, `subsystem unresponsive: "loop" (no beat yet, timeout 1h0m0s), "loop" (no beat yet, timeout 50ms), "netlink" (no beat yet, timeout 1m0s)`, s.Ready().Error())
+	assert.Equal(t, `subsystem unresponsive: "loop" (no beat yet, timeout 24h0m0s), "loop" (no beat yet, timeout 1h0m0s), "netlink" (no beat yet, timeout 12h0m0s)`, s.Ready().Error())
 
 	before := time.Now()
 	first.Beat()
@@ -328,6 +331,13 @@ func TestWatchdogStatus(t *testing.T) {
 	third.Beat()
 	after := time.Now()
 	second.Beat()
+	// Read before passTime, which moves the Server's clock, and so the
+	// wall times it shows.
+	beaten := s.Status().Watchdogs
+	require.Len(t, beaten, 3)
+	assert.False(t, beaten[0].LastBeat.Before(before) || beaten[0].LastBeat.After(after), "LastBeat %v outside [%v, %v]", beaten[0].LastBeat, before, after)
+	assert.True(t, beaten[1].LastBeat.After(after))
+	passTime(s, 2*time.Hour)
 	waitUnresponsive(t, s, "the second's deadline")
 	st := s.Status().Watchdogs
 	require.Len(t, st, 3)
@@ -340,10 +350,8 @@ func TestWatchdogStatus(t *testing.T) {
 		assert.Equal(t, want.overdue, st[i].Overdue, i)
 		assert.Equal(t, want.timeouts, st[i].Timeouts, i)
 	}
-	assert.False(t, st[0].LastBeat.Before(before) || st[0].LastBeat.After(after), "LastBeat %v outside [%v, %v]", st[0].LastBeat, before, after)
-	assert.True(t, st[1].LastBeat.After(after))
 	assert.Equal(t, []error{ErrSubsystemUnresponsive}, s.Status().Unmet)
-	assert.Equal(t, `subsystem unresponsive: "loop" (no beat within 50ms)`, s.Ready().Error())
+	assert.Equal(t, `subsystem unresponsive: "loop" (no beat within 1h0m0s)`, s.Ready().Error())
 
 	assert.Equal(t, []WatchdogTotals{{Name: "loop", Beats: 3, Timeouts: 1}, {Name: "netlink", Beats: 1}},
 		s.Status().WatchdogTotals, "by name, in the order of each name's first Watch")
@@ -361,16 +369,17 @@ func TestWatchdogStatus(t *testing.T) {
 // stopped. Summed over Status.Watchdogs, the same counts fall.
 func TestWatchdogTotalsNeverFall(t *testing.T) {
 	s, _ := newReadyServer(t)
-	steady := s.Watch("worker", time.Hour)
-	flaky := s.Watch("worker", 20*time.Millisecond)
+	// flaky's deadline is passed by hand (passTime), once, after both of
+	// its beats: a real one could pass again during the checks below on a
+	// slow machine.
+	steady := s.Watch("worker", 24*time.Hour)
+	flaky := s.Watch("worker", time.Hour)
 	for range 10 {
 		steady.Beat()
 	}
-	// Both of flaky's beats come before its deadline: beaten after it, it
-	// would be armed again, and a second timeout could pass during the
-	// checks below on a slow machine.
 	flaky.Beat()
 	flaky.Beat()
+	passTime(s, 2*time.Hour)
 	waitUnresponsive(t, s, "the flaky worker's deadline")
 
 	var last WatchdogTotals
