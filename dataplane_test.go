@@ -339,7 +339,7 @@ func TestDataPlaneCheckPending(t *testing.T) {
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane check pending"`,
 			`level=INFO msg="health: readiness changed" ready=false reason="data plane check stalled"`,
 			`level=INFO msg="health: readiness changed" ready=true after=…`,
-		}, readinessChanges(logs), "pending until the stall bound, never ready on no evidence")
+		}, readinessChanges(logs), "pending until stalled, never ready on no evidence")
 	})
 
 	t.Run("the stall timer ends pending", func(t *testing.T) {

@@ -104,12 +104,16 @@ func setCheckVerdict(s *Server, v checkVerdict) {
 
 // passTime moves s's clock d forward, as if d passed at once, and runs
 // the deadline timer's check as if it fired: a deadline the jump passed is
-// reported now, without a real wait. No other goroutine may read the
-// clock meanwhile: outside tests the epoch never moves, so Status and
-// Beat read it without the lock.
+// reported now, without a real wait. The real timer is stopped, so that
+// it cannot fire later and pass a deadline again; deadlinesPassed arms
+// it anew. No other goroutine may read the clock meanwhile: outside tests
+// the epoch never moves, so Status and Beat read it without the lock.
 func passTime(s *Server, d time.Duration) {
 	var gen uint64
 	locked(s, func() {
+		if s.watch.timer != nil {
+			s.watch.timer.Stop()
+		}
 		s.epoch = s.epoch.Add(-d)
 		gen = s.watch.gen
 	})

@@ -444,7 +444,19 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	other := s.Watch("watch", time.Hour)
 	defer other.Stop()
 	other.Beat()
-	passTime(s, 2*time.Hour) // returns at once: the goroutine dumping takes this stack too
+	// It returns at once: the goroutine dumping takes this stack too. In
+	// a goroutine of its own, so that a regression that dumps here fails
+	// rather than hangs the test.
+	secondPassed := make(chan struct{})
+	go func() {
+		defer close(secondPassed)
+		passTime(s, 2*time.Hour)
+	}()
+	select {
+	case <-secondPassed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second deadline waited for the first dump")
+	}
 	require.True(t, s.Status().Watchdogs[1].Overdue, "the second deadline, during the first dump")
 
 	w.Beat()

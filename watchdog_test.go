@@ -350,6 +350,8 @@ func TestWatchdogStatus(t *testing.T) {
 		assert.Equal(t, want.overdue, st[i].Overdue, i)
 		assert.Equal(t, want.timeouts, st[i].Timeouts, i)
 	}
+	assert.WithinDuration(t, beaten[1].LastBeat.Add(-2*time.Hour), st[1].LastBeat, time.Second,
+		"the overdue one still shows its last Beat, as far back as passTime moved the clock")
 	assert.Equal(t, []error{ErrSubsystemUnresponsive}, s.Status().Unmet)
 	assert.Equal(t, `subsystem unresponsive: "loop" (no beat within 1h0m0s)`, s.Ready().Error())
 
