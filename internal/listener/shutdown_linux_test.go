@@ -183,15 +183,7 @@ func TestAdmittedAtShutdownReadFirst(t *testing.T) {
 	l := newConnLimiter(ln, 8, Options{Counters: new(Counters), Log: discardLog, room: -1})
 	defer l.Close()
 	l.shutdown()
-	server, client := probetest.TCPPair(t)
-	const partial = "GET /readyz HTTP/1.1\r\nHo"
-	_, err = io.WriteString(client, partial)
-	require.NoError(t, err)
-	buf := make([]byte, maxRequestBytes)
-	probetest.Eventually(t, func() bool {
-		_, n := newConnCalls().peek(server, buf, false, false)
-		return n == len(partial)
-	}, "the partial header queued")
+	server, client := pairWithUnread(t, "GET /readyz HTTP/1.1\r\nHo")
 	l.admit(server, peekedIncomplete)
 	require.NoError(t, client.SetReadDeadline(time.Now().Add(10*time.Second)))
 	_, err = io.ReadAll(client)

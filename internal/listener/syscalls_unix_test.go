@@ -160,20 +160,13 @@ func TestDiscardUnreadEndsInAFIN(t *testing.T) {
 			if tc.wantReset && runtime.GOOS != "linux" {
 				t.Skip("Linux resets a close over unread bytes (RFC 2525, 2.17); other systems need not")
 			}
-			server, client := probetest.TCPPair(t)
-			_, err := io.WriteString(client, partial)
-			require.NoError(t, err)
-			buf := make([]byte, maxRequestBytes)
-			probetest.Eventually(t, func() bool {
-				_, n := newConnCalls().peek(server, buf, false, false)
-				return n == len(partial)
-			}, "the partial header queued")
+			server, client := pairWithUnread(t, partial)
 			if tc.discard {
 				discardUnread(server)
 			}
 			require.NoError(t, server.Close())
 			require.NoError(t, client.SetReadDeadline(time.Now().Add(10*time.Second)))
-			_, err = io.ReadAll(client)
+			_, err := io.ReadAll(client)
 			assert.Equal(t, tc.wantReset, errors.Is(err, syscall.ECONNRESET), "reset: %v", err)
 			if !tc.wantReset {
 				assert.NoError(t, err, "a FIN")
@@ -219,4 +212,19 @@ func parkedInRead(test string) bool {
 		}
 	}
 	return false
+}
+
+// pairWithUnread returns a loopback TCP connection's two ends once what
+// the client end sent, sent, waits unread at the server end.
+func pairWithUnread(t *testing.T, sent string) (server, client net.Conn) {
+	t.Helper()
+	server, client = probetest.TCPPair(t)
+	_, err := io.WriteString(client, sent)
+	require.NoError(t, err)
+	buf := make([]byte, maxRequestBytes)
+	probetest.Eventually(t, func() bool {
+		_, n := newConnCalls().peek(server, buf, false, false)
+		return n == len(sent)
+	}, "what the client sent, queued")
+	return server, client
 }
