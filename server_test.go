@@ -119,3 +119,16 @@ func passTime(s *Server, d time.Duration) {
 	})
 	s.deadlinesPassed(gen)
 }
+
+// passTimeAside runs passTime in a goroutine of its own, and returns a
+// channel closed once it has returned: a passTime that takes the stacks
+// blocks in a test's dump until the test releases it, and one that should
+// not must fail the test's wait, not hang it.
+func passTimeAside(s *Server, d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		passTime(s, d)
+	}()
+	return done
+}

@@ -425,11 +425,7 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	defer w.Stop()
 	w.Beat()
 	id := goroutineID()
-	firstPassed := make(chan struct{})
-	go func() {
-		defer close(firstPassed)
-		passTime(s, 2*time.Hour)
-	}()
+	firstPassed := passTimeAside(s, 2*time.Hour)
 	select {
 	case <-inDump:
 	case <-time.After(10 * time.Second):
@@ -447,11 +443,7 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	// It returns at once: the goroutine dumping takes this stack too. In
 	// a goroutine of its own, so that a regression that dumps here fails
 	// rather than hangs the test.
-	secondPassed := make(chan struct{})
-	go func() {
-		defer close(secondPassed)
-		passTime(s, 2*time.Hour)
-	}()
+	secondPassed := passTimeAside(s, 2*time.Hour)
 	select {
 	case <-secondPassed:
 	case <-time.After(10 * time.Second):
@@ -516,11 +508,7 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 	first := s.Watch("first", time.Hour)
 	defer first.Stop()
 	first.Beat()
-	firstPassed := make(chan struct{})
-	go func() {
-		defer close(firstPassed)
-		passTime(s, 2*time.Hour)
-	}()
+	firstPassed := passTimeAside(s, 2*time.Hour)
 	<-inDump
 	for i := range 3 {
 		w := s.Watch(fmt.Sprintf("worker-%d", i), time.Hour)
@@ -529,11 +517,7 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 	}
 	// In a goroutine of its own, so that a regression that dumps here too
 	// fails the wait below rather than hang the test.
-	secondPassed := make(chan struct{})
-	go func() {
-		defer close(secondPassed)
-		passTime(s, 2*time.Hour)
-	}()
+	secondPassed := passTimeAside(s, 2*time.Hour)
 	eventually(t, func() bool {
 		s.stackq.mu.Lock()
 		defer s.stackq.mu.Unlock()
