@@ -440,9 +440,7 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	other := s.Watch("watch", time.Hour)
 	defer other.Stop()
 	other.Beat()
-	// It returns at once: the goroutine dumping takes this stack too. In
-	// a goroutine of its own, so that a regression that dumps here fails
-	// rather than hangs the test.
+	// It returns at once: the goroutine dumping takes this stack too.
 	secondPassed := passTimeAside(s, 2*time.Hour)
 	select {
 	case <-secondPassed:
@@ -515,8 +513,6 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 		defer w.Stop()
 		w.Beat()
 	}
-	// In a goroutine of its own, so that a regression that dumps here too
-	// fails the wait below rather than hang the test.
 	secondPassed := passTimeAside(s, 2*time.Hour)
 	eventually(t, func() bool {
 		s.stackq.mu.Lock()
