@@ -134,12 +134,11 @@ func TestProbeAllocatesNothing(t *testing.T) {
 			require.Zero(t, allocs)
 			require.Equal(t, r.status, w.status)
 
-			// The short path's form of the route.
+			// The route as Serve's listener takes it.
 			s := probeServer(r.ready, r.watched)
 			path, query, _ := strings.Cut(r.target, "?")
-			rawPath, rawQuery := []byte(path), []byte(query)
 			var resp *listener.Response
-			allocs = testing.AllocsPerRun(1000, func() { resp, _ = s.routePlain(r.method, rawPath, rawQuery) })
+			allocs = testing.AllocsPerRun(1000, func() { resp = s.answer(r.method, path, query) })
 			require.Zero(t, allocs)
 			require.Equal(t, r.status, resp.Status)
 		})
@@ -151,25 +150,14 @@ func TestProbeAllocatesNothing(t *testing.T) {
 // connection per request as the kubelet does. The two alternate request by
 // request, so that whatever else the machine does weighs on both alike;
 // the metric to read is health/floor, the ratio of requests per second.
-// The request is a kubelet's, which Serve answers at accept (shortPath),
-// without the goroutine and buffers the floor server spends on it.
+// The request is a kubelet's, which Serve answers at accept, without the
+// goroutine and buffers the floor server spends on it.
 func BenchmarkEndToEnd(b *testing.B) {
 	s := NewServer(Config{Listen: "127.0.0.1:0"}, discardLogger())
 	s.SetRegistered()
 	s.SetDataPlaneReady()
 	healthAddr, _ := startServing(b, s)
-	// Serve's bounds (see internal/listener).
-	floor := &http.Server{
-		Handler:           http.HandlerFunc(floorHandler),
-		ReadHeaderTimeout: 2 * time.Second,
-		ReadTimeout:       2 * time.Second,
-		WriteTimeout:      2 * time.Second,
-		IdleTimeout:       2 * time.Second,
-		MaxHeaderBytes:    4 << 10,
-	}
-	floor.SetKeepAlivesEnabled(false)
-	// The floor listens as http.Server.ListenAndServe does.
-	floorAddr := probetest.ServeHTTP(b, floor, nil)
+	floorAddr := probetest.ServeHTTP(b, probetest.PlainServer(http.HandlerFunc(floorHandler)))
 
 	var healthTime, floorTime time.Duration
 	buf := make([]byte, 4096)

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/meshnode/health/internal/listener"
 )
@@ -31,18 +30,18 @@ var (
 )
 
 // response is one of the handler's fixed answers, built once: for the
-// handler, and as the short path writes it (plain).
+// handler, and as Serve's listener writes it (wire).
 type response struct {
 	status        int
 	body          []byte
 	contentLength []string
-	plain         listener.Response
+	wire          listener.Response
 }
 
 // newResponse builds the answer of status with body. The header lines of
-// plain are the ones ServeHTTP sets, in the order net/http writes them
+// wire are the ones ServeHTTP sets, in the order net/http writes them
 // (sorted by name): a change to one is a change to the other, and
-// TestShortPathMatchesNetHTTP fails until both are made.
+// TestServeAnswersProbesAsNetHTTP fails until both are made.
 func newResponse(status int, body string) response {
 	length := strconv.Itoa(len(body))
 	var header []byte
@@ -57,7 +56,7 @@ func newResponse(status int, body string) response {
 		status:        status,
 		body:          []byte(body),
 		contentLength: []string{length},
-		plain:         listener.Response{Status: status, Header: header, Body: []byte(body)},
+		wire:          listener.Response{Status: status, Header: header, Body: []byte(body)},
 	}
 }
 
@@ -95,7 +94,7 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, counter := h.s.route(r.Method, path, r.URL.RawQuery)
 	counter.Add(1)
-	// newResponse writes these headers for the short path too.
+	// newResponse writes these headers for Serve's listener too.
 	header := w.Header()
 	header["Content-Type"] = headerContentType
 	header["X-Content-Type-Options"] = headerNoSniff
@@ -112,8 +111,10 @@ func (h probeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// route picks the answer to a request for path (unescaped) and the counter
-// that counts it. The handler and the short path (routePlain) both route
+// route picks the answer to a request for path and the counter that
+// counts it. The handler gives path unescaped, and none if it had an
+// escape; the listener gives it as the request spelled it: either way a
+// path with an escape is none of ours. The handler and Serve's listener (answer) both route
 // through it, so that they cannot disagree.
 func (s *Server) route(method, path, rawQuery string) (*response, *atomic.Uint64) {
 	resp, counter := s.routePath(path, rawQuery)
@@ -171,15 +172,11 @@ func checkIndex(path string) int {
 	return -1
 }
 
-// routePlain is route for the listener's short path, which answers the
-// requests it can parse without net/http (any method, and OPTIONS *,
-// whose path "*" is no path of ours). path and rawQuery are the short
-// path's buffer: they are read as strings in place, without a copy,
-// because route keeps nothing of them and the buffer does not change
-// during the call; a copy would allocate for a query over 32 bytes, such
-// as a node signal's excludes.
-func (s *Server) routePlain(method string, path, rawQuery []byte) (*listener.Response, *atomic.Uint64) {
-	resp, counter := s.route(method, unsafe.String(unsafe.SliceData(path), len(path)),
-		unsafe.String(unsafe.SliceData(rawQuery), len(rawQuery)))
-	return &resp.plain, counter
+// answer is route for Serve's listener, which hands it the request's
+// method, path and query and writes the answer as it is built here
+// (response.wire); it counts the answer as the handler does.
+func (s *Server) answer(method, path, rawQuery string) *listener.Response {
+	resp, counter := s.route(method, path, rawQuery)
+	counter.Add(1)
+	return &resp.wire
 }

@@ -9,11 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestHandlerResponses(t *testing.T) {
@@ -162,49 +159,4 @@ func FuzzHandler(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestShortPathMatchesNetHTTP is the differential test with the package's
-// own handler: in every state of serverStates, every request of the short
-// path's shapes, and every request it must leave to net/http, is answered
-// by Serve with the bytes a plain http.Server serving Handler writes for
-// it, but the Date value. (internal/listener's test of the same name, and
-// its FuzzShortPath, hold the short path to the same with a handler of
-// their own.)
-func TestShortPathMatchesNetHTTP(t *testing.T) {
-	reqs := probetest.PlainProbes()
-	for _, tc := range append(probetest.OtherRequests, probetest.NetHTTPRequests...) {
-		reqs = append(reqs, tc.Raw)
-	}
-	// The package's own paths and queries, which the listener's tests,
-	// with a handler of their own, do not know.
-	for _, target := range []string{
-		"/readyz/registration", "/readyz/data-plane", "/readyz/data-plane-check", "/readyz/event-delivery",
-		"/readyz/subsystems?verbose", "/readyz/nope", "/readyz/", "/readyz/subsystems/",
-		"/readyz?exclude=registration&exclude=event-delivery&exclude=subsystems",
-		"/readyz?exclude=registration&exclude=event-delivery&exclude=subsystems&verbose",
-		"/readyz?verbose&exclude=nope&exclude=data%2Dplane", "/readyz?exclude",
-	} {
-		for _, method := range []string{"GET", "HEAD", "POST"} {
-			reqs = append(reqs, method+" "+target+" HTTP/1.1\r\nHost: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.34\r\nAccept: */*\r\nConnection: close\r\n\r\n")
-		}
-	}
-	for _, st := range serverStates {
-		t.Run(st.name, func(t *testing.T) {
-			s, logs := newTestServer(t)
-			st.set(s)
-			addr, _ := startServing(t, s)
-			reference := &http.Server{Handler: s.Handler(), DisableGeneralOptionsHandler: true}
-			reference.SetKeepAlivesEnabled(false)
-			refAddr := probetest.ServeHTTP(t, reference, nil)
-			exchange(t, addr, reqs[0]) // Serve has logged its start
-			before := logs.String()
-			for _, raw := range reqs {
-				want := probetest.MaskDate(t, probetest.ExchangeShut(t, refAddr, raw, time.Second))
-				got := probetest.MaskDate(t, probetest.ExchangeShut(t, addr, raw, time.Second))
-				require.Equal(t, want, got, "%q", raw)
-			}
-			assert.Equal(t, before, logs.String(), "nothing is logged per request")
-		})
-	}
 }

@@ -66,19 +66,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // serve is Serve on a non-nil ln.
 func (s *Server) serve(ctx context.Context, ln net.Listener) error {
-	addr, limit := ln.Addr().String(), listener.DefaultLimit()
-	s.logAsync(slog.LevelInfo, "health: serving probes", "addr", addr, "limit", limit)
 	err := listener.Serve(ctx, ln, listener.Options{
+		Answer:   s.answer,
 		Handler:  s.Handler(),
-		Answer:   s.routePlain,
 		Counters: &s.conns,
 		Log:      s.logAsync,
-		Limit:    limit,
 	})
 	if err != nil {
-		s.logAsync(slog.LevelError, "health: stopped serving probes: the listener failed", "addr", addr, "err", err)
 		return fmt.Errorf("health: %w", err)
 	}
-	s.logAsync(slog.LevelInfo, "health: stopped serving probes", "addr", addr)
 	return nil
 }

@@ -3,12 +3,13 @@ package health
 import (
 	"bufio"
 	"context"
-	"errors"
+
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -152,28 +153,46 @@ func TestServeShutsDownDespiteStalledClients(t *testing.T) {
 	}
 }
 
-var errListenerBroke = errors.New("listener broke")
-
-// TestServeReturnsListenerFailure serves a listener that fails on its own
-// while a connection it accepted is held open: Serve returns the
-// listener's error, naming the address, once it has closed that
-// connection and everything it started has ended.
+// TestServeReturnsListenerFailure shuts the listening socket's reading
+// side behind Serve's back, so that accept fails on its own, while a
+// connection it accepted is held open: Serve returns the failure, naming
+// the address, once that connection has run to its deadline and
+// everything it started has ended.
 func TestServeReturnsListenerFailure(t *testing.T) {
-	s, _ := newTestServer(t)
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	s, logs := newTestServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	held, err := net.Dial("tcp", inner.Addr().String())
+	socket := dupSocket(t, ln)
+	held, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
 	defer held.Close()
 	_, err = io.WriteString(held, "GET /healthz HTTP/1.1\r\n") // stalled, held open
 	require.NoError(t, err)
 
-	// Serve is called, not started: that it returns on its own is the point.
-	err = s.Serve(context.Background(), probetest.NewListener(inner, probetest.Faults{FailAfter: 1, Err: errListenerBroke}))
-	require.ErrorIs(t, err, errListenerBroke)
-	assert.Contains(t, err.Error(), inner.Addr().String())
-	goleak.VerifyNone(t) // what this test is about: nothing left running
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(context.Background(), ln) }()
+	eventually(t, func() bool { return s.Status().Conns.Held == 1 }, "the stalled connection held")
+	require.NoError(t, syscall.Shutdown(socket, syscall.SHUT_RD))
+	err = <-served // that it returns on its own is the point
+	require.ErrorIs(t, err, syscall.EINVAL)
+	assert.Contains(t, err.Error(), ln.Addr().String())
+	goleak.VerifyNone(t) // nothing left running
 	assertClosedByServer(t, held, "the connection it had accepted")
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: stopped serving probes: the listener failed"`), logs.String())
+}
+
+// dupSocket returns a descriptor of ln's socket of the test's own, closed
+// at the test's end, as Serve takes one (without File, which would make
+// the socket blocking).
+func dupSocket(t *testing.T, ln net.Listener) int {
+	t.Helper()
+	rc, err := ln.(syscall.Conn).SyscallConn()
+	require.NoError(t, err)
+	fd, dupErr := -1, error(nil)
+	require.NoError(t, rc.Control(func(s uintptr) { fd, dupErr = syscall.Dup(int(s)) }))
+	require.NoError(t, dupErr)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	return fd
 }
 
 // TestStalledConnectionIsClosed sends half a request: the header timeout,
@@ -185,9 +204,16 @@ func TestStalledConnectionIsClosed(t *testing.T) {
 	}
 	const headerTimeout = 2 * time.Second // the contract's
 	addr := serveReady(t)
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
 	start := time.Now() // before the accept, which the request's first byte brings
-	got := probetest.Exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n", headerTimeout+time.Second)
+	_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+	require.NoError(t, err)
+	_ = c.SetReadDeadline(start.Add(headerTimeout + time.Second))
+	got, err := io.ReadAll(c)
 	elapsed := time.Since(start)
+	require.NoError(t, err, "closed within a second of the header timeout")
 	assert.Empty(t, got, "closed unanswered")
 	assert.GreaterOrEqual(t, elapsed, headerTimeout, "closed before the header timeout")
 }
@@ -201,8 +227,8 @@ func TestOneRequestPerConnection(t *testing.T) {
 }
 
 // TestHostileRequestsLogNothing sends malformed and hostile requests over
-// TCP: each gets net/http's own 4xx or one of the constant answers, and
-// none of them writes a line to the agent's log.
+// TCP: each gets one of the constant answers, and none of them writes a
+// line to the agent's log.
 func TestHostileRequestsLogNothing(t *testing.T) {
 	s, logs := newTestServer(t)
 	addr, stop := startServing(t, s)
@@ -212,8 +238,8 @@ func TestHostileRequestsLogNothing(t *testing.T) {
 
 	tests := []struct{ raw, status string }{
 		{"GET /readyz?a=1;b=2 HTTP/1.1\r\nHost: x\r\n\r\n", "503"},
-		{"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "501"},
-		{"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n", "505"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "200"},
+		{"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n", "400"},
 		{"GET /healthz HTTP/1.1\r\n\r\n", "400"},
 		{"GET\r\n\r\n", "400"},
 		{"\x00\x01\x02\r\n\r\n", "400"},
@@ -224,7 +250,7 @@ func TestHostileRequestsLogNothing(t *testing.T) {
 		{"GET http://evil.example/readyz HTTP/1.1\r\nHost: evil.example\r\n\r\n", "503"},
 		{"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n", "404"},
 		{"GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n", "200"},
-		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "404"},
+		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "400"},
 	}
 	for _, tc := range tests {
 		got := exchange(t, addr, tc.raw)
@@ -257,4 +283,107 @@ func TestOptionsStarIsOurs(t *testing.T) {
 			assert.Equal(t, want, resp.Header.Get(name), "%q: %s", raw, name)
 		}
 	}
+}
+
+// TestServeAnswersProbesAsNetHTTP is the differential test: in every state
+// of serverStates, every request of a probe's shapes gets from Serve the
+// bytes a plain http.Server serving Handler writes for it, but the Date
+// value.
+func TestServeAnswersProbesAsNetHTTP(t *testing.T) {
+	for _, st := range serverStates {
+		t.Run(st.name, func(t *testing.T) {
+			s, logs := newTestServer(t)
+			st.set(s)
+			addr, _ := startServing(t, s)
+			plainAddr := probetest.ServeHTTP(t, probetest.PlainServer(s.Handler()))
+			exchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") // Serve has logged its start
+			before := logs.String()
+			for _, raw := range probetest.Probes() {
+				want := probetest.MaskDate(t, exchange(t, plainAddr, raw))
+				got := probetest.MaskDate(t, exchange(t, addr, raw))
+				require.Equal(t, want, got, "%q", raw)
+			}
+			assert.Equal(t, before, logs.String(), "nothing is logged per request")
+		})
+	}
+}
+
+// FuzzServeAsNetHTTP is the differential test's fuzz target: a request of
+// a probe's shape (any method token, any target a client library writes,
+// either version, one of the header sets) gets the same bytes from Serve
+// as from a plain http.Server serving Handler, but the Date value.
+func FuzzServeAsNetHTTP(f *testing.F) {
+	for _, seed := range []struct {
+		method, target string
+		http10         bool
+		headers        uint8
+	}{
+		{"GET", "/readyz?verbose&exclude=registration", false, 0},
+		{"HEAD", "http://127.0.0.1:9101/healthz", true, 1},
+		{"POST", "/readyz/data-plane", false, 2},
+		{"OPTIONS", "*", false, 3},
+		{"GET", "/%72eadyz?x=%zz", false, 0},
+	} {
+		f.Add(seed.method, seed.target, seed.http10, seed.headers)
+	}
+	s := NewServer(Config{Listen: "127.0.0.1:0"}, discardLogger())
+	s.SetRegistered()
+	headerSets := []string{
+		"Host: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n",
+		"Host: x\r\nAccept-Encoding: gzip\r\nX-Custom: a b\tc\r\n",
+		"host: [::1]:9101\r\nconnection: keep-alive\r\nContent-Length: 0\r\n",
+		"",
+	}
+	addr, _ := startServing(f, s)
+	plainAddr := probetest.ServeHTTP(f, probetest.PlainServer(s.Handler()))
+	f.Fuzz(func(t *testing.T, method, target string, http10 bool, headers uint8) {
+		if !isToken(method) || !probeTarget(target) {
+			t.Skip("not a probe's request")
+		}
+		version, h := "HTTP/1.1", headerSets[int(headers)%len(headerSets)]
+		if http10 && strings.Contains(h, "keep-alive") {
+			t.Skip("net/http's answer to HTTP/1.0 keep-alive differs by Go release (see probetest.Probes)")
+		}
+		if http10 {
+			version = "HTTP/1.0"
+		} else if h == "" {
+			h = "Host: x\r\n"
+		}
+		raw := method + " " + target + " " + version + "\r\n" + h + "\r\n"
+		want := probetest.MaskDate(t, exchange(t, plainAddr, raw))
+		got := probetest.MaskDate(t, exchange(t, addr, raw))
+		if got != want {
+			t.Fatalf("%q:\nServe:\n%s\nnet/http:\n%s", raw, got, want)
+		}
+	})
+}
+
+// probeTarget reports whether target is one a client library writes: an
+// origin-form path with well-formed escapes and any query, or an absolute
+// http URL of a plain host, all in visible ASCII.
+func probeTarget(target string) bool {
+	for i := 0; i < len(target); i++ {
+		if target[i] <= ' ' || target[i] > '~' {
+			return false
+		}
+	}
+	if rest, ok := strings.CutPrefix(target, "http://"); ok {
+		host, path, _ := strings.Cut(rest, "/")
+		hostname, port, hasPort := strings.Cut(host, ":")
+		if !allBytes(hostname, func(b byte) bool { return isLetterOrDigit(b) || b == '.' || b == '-' }) ||
+			hasPort && (port == "" || !allBytes(port, isDigit)) || strings.ContainsAny(hostname, "?#") {
+			return false
+		}
+		target = "/" + path
+	}
+	path, _, _ := strings.Cut(target, "?")
+	if !strings.HasPrefix(path, "/") {
+		return target == "*"
+	}
+	_, err := url.PathUnescape(path)
+	return err == nil
+}
+
+func isToken(s string) bool {
+	return s != "" && allBytes(s, func(b byte) bool { return isLetterOrDigit(b) || strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0 })
 }

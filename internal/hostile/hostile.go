@@ -71,10 +71,6 @@ type Client struct {
 	Help    string // what it does, for a flag's help
 	Request string // what it writes as soon as it has connected; "" for nothing
 	Then    Then
-	// Lingers marks a client that net/http, left to itself, would hold
-	// after reading its request: reading or waiting for a body, or
-	// sleeping half a second before it closes after refusing a request.
-	Lingers bool
 }
 
 // Loops reports whether the client reconnects without waiting for the
@@ -110,20 +106,17 @@ var clients = []Client{
 	{Name: "slowloris", Help: "a partial request, then a header line every 1 to 3 s", Request: partialGet, Then: Trickle},
 	{Name: "idle", Help: "connects and sends nothing"},
 	{Name: "churn", Help: "connects and closes at once, in a loop", Then: CloseAtOnce},
-	{Name: "options", Help: "OPTIONS * declaring Content-Length: 4096, the body never sent", Request: "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4096\r\n\r\n", Lingers: true},
-	{Name: "bigheader", Help: "a 12 KiB header, so net/http answers 431", Request: bigHeaderGet, Lingers: true},
-	{Name: "hugebody", Help: "POST /healthz declaring Content-Length: 1099511627776 (1 TiB), the body never sent", Request: "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1099511627776\r\n\r\n", Lingers: true},
-	{Name: "smallbody", Help: "POST /readyz declaring Content-Length: 1000, the body never sent", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n", Lingers: true},
-	{Name: "expect", Help: "POST /healthz with Expect: 100-continue, the body never sent", Request: "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n", Lingers: true},
-	// net/http answers this Expect with 417 itself, then waits for the body.
-	{Name: "expectother", Help: "GET /readyz with Expect: x (not 100-continue) declaring Content-Length: 1000, the body never sent", Request: "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: x\r\nContent-Length: 1000\r\n\r\n", Lingers: true},
-	// Since Go 1.27, net/http answers 431 itself past 500 values, then lingers.
-	{Name: "manyheaders", Help: "501 header lines in 2 KiB: past Go 1.27's 500-value cap", Request: partialGet + strings.Repeat("a:\r\n", 501) + "\r\n", Lingers: true},
-	{Name: "trailers", Help: "a chunked POST announcing 501 trailer names", Request: "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nTrailer: " + strings.Repeat("a,", 500) + "a\r\n\r\n", Lingers: true},
-	{Name: "chunked", Help: "a chunked POST whose body never ends", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", Lingers: true},
-	// The answer cannot be written: net/http would linger on the body.
-	{Name: "smallbodyreset", Help: "POST /readyz declaring Content-Length: 10, then a reset at once", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n", Then: Reset, Lingers: true},
-	{Name: "hugebodyreset", Help: "POST /readyz declaring a 1 TiB body, then a reset at once", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1099511627776\r\n\r\n", Then: Reset, Lingers: true},
+	{Name: "options", Help: "OPTIONS * declaring Content-Length: 4096, the body never sent", Request: "OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4096\r\n\r\n"},
+	{Name: "bigheader", Help: "a 12 KiB header, past any server's cap (431)", Request: bigHeaderGet},
+	{Name: "hugebody", Help: "POST /healthz declaring Content-Length: 1099511627776 (1 TiB), the body never sent", Request: "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1099511627776\r\n\r\n"},
+	{Name: "smallbody", Help: "POST /readyz declaring Content-Length: 1000, the body never sent", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n"},
+	{Name: "expect", Help: "POST /healthz with Expect: 100-continue, the body never sent", Request: "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n"},
+	{Name: "expectother", Help: "GET /readyz with Expect: x (not 100-continue) declaring Content-Length: 1000, the body never sent", Request: "GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: x\r\nContent-Length: 1000\r\n\r\n"},
+	{Name: "manyheaders", Help: "501 header lines in 2 KiB: past Go 1.27's 500-value cap", Request: partialGet + strings.Repeat("a:\r\n", 501) + "\r\n"},
+	{Name: "trailers", Help: "a chunked POST announcing 501 trailer names", Request: "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nTrailer: " + strings.Repeat("a,", 500) + "a\r\n\r\n"},
+	{Name: "chunked", Help: "a chunked POST whose body never ends", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"},
+	{Name: "smallbodyreset", Help: "POST /readyz declaring Content-Length: 10, then a reset at once", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n", Then: Reset},
+	{Name: "hugebodyreset", Help: "POST /readyz declaring a 1 TiB body, then a reset at once", Request: "POST /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1099511627776\r\n\r\n", Then: Reset},
 	{Name: "pipeline", Help: fmt.Sprintf("%d complete GET requests in one write, then silence", pipelined), Request: strings.Repeat(partialGet+"\r\n", pipelined)},
 	{Name: "urgent", Help: "a partial request, one urgent (MSG_OOB) byte, then silence", Request: partialGet, Then: Urgent},
 	{Name: "halfclose", Help: "a partial request, then a half-close (CloseWrite)", Request: partialGet, Then: HalfClose},
@@ -133,9 +126,9 @@ var clients = []Client{
 	// GET /healthz, a probe's own request line, with one thing a probe
 	// never sends: a body awaited, trickled or declared huge, or a header
 	// past the cap (bigheader's, already a GET /healthz).
-	{Name: "getexpect", Help: "GET /healthz with Expect: 100-continue declaring Content-Length: 1000, the body never sent", Request: partialGet + "Content-Length: 1000\r\nExpect: 100-continue\r\n\r\n", Lingers: true},
-	{Name: "gettrickle", Help: "GET /healthz with a chunked body trickled, a 1-byte chunk a second, never ended", Request: partialGet + "Transfer-Encoding: chunked\r\n\r\n", Then: TrickleChunks, Lingers: true},
-	{Name: "gethugebody", Help: "GET /healthz declaring Content-Length: 1099511627776 (1 TiB), the body never sent", Request: partialGet + "Content-Length: 1099511627776\r\n\r\n", Lingers: true},
+	{Name: "getexpect", Help: "GET /healthz with Expect: 100-continue declaring Content-Length: 1000, the body never sent", Request: partialGet + "Content-Length: 1000\r\nExpect: 100-continue\r\n\r\n"},
+	{Name: "gettrickle", Help: "GET /healthz with a chunked body trickled, a 1-byte chunk a second, never ended", Request: partialGet + "Transfer-Encoding: chunked\r\n\r\n", Then: TrickleChunks},
+	{Name: "gethugebody", Help: "GET /healthz declaring Content-Length: 1099511627776 (1 TiB), the body never sent", Request: partialGet + "Content-Length: 1099511627776\r\n\r\n"},
 }
 
 // Clients returns every kind of hostile client, in a fixed order.

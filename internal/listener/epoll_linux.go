@@ -3,138 +3,146 @@ package listener
 import (
 	"errors"
 	"fmt"
-	"os"
+	"net"
+	"sync"
 	"syscall"
-	"time"
 )
 
-// epollSet is the waiting room's epoll set. Its own descriptor is in the
-// runtime's netpoller, so the room's goroutine waits there, as a read
-// does, not in a system call of its own, with the room's next deadline as
-// its read deadline. It is edge-triggered: a peek leaves the bytes it
-// looked at in the receive buffer, so a level-triggered set would report
-// the socket again at once, for ever, and spin.
-type epollSet struct {
-	file   *os.File // the epoll descriptor, in the netpoller
-	rc     syscall.RawConn
-	events []syscall.EpollEvent
-	ready  []readyEvent
-	n      int   // epollWait's count
-	err    error // and error
-	waitFn func(fd uintptr) bool
+// watch adds fd to the loop's epoll set, level-triggered, its reports
+// carrying fd and gen: what a read leaves is reported again, so one read
+// per report is enough, and no report is lost.
+func (l *loop) watch(fd int, gen uint32) error {
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd), Pad: int32(gen)}
+	return epollFailed(syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &ev))
 }
 
-const (
-	epollET       = 1 << 31 // EPOLLET, which package syscall declares negative
-	eventsPerWait = 128     // one wait's reports at most; the next reads more
-)
+// listenFor sets which reports of the listening socket the loop takes:
+// EPOLLIN, or 0 while accepting is paused.
+func (l *loop) listenFor(events uint32) error {
+	ev := syscall.EpollEvent{Events: events, Fd: int32(l.lfd)}
+	return epollFailed(syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, l.lfd, &ev))
+}
 
-func newEpollSet() (*epollSet, error) {
-	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+// epollFailed is a failure of the epoll set itself, which ends Serve:
+// without it the loop can watch nothing.
+func epollFailed(err error) error {
 	if err != nil {
-		return nil, fmt.Errorf("epoll_create1: %w", err)
+		return fmt.Errorf("the epoll set failed: %w", err)
 	}
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		_ = syscall.Close(fd)
-		return nil, fmt.Errorf("epoll descriptor: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "health-waiting-room")
-	// Only a descriptor the netpoller took has deadlines; any other would
-	// leave the room's goroutine blocked in epoll_wait.
-	if err := f.SetReadDeadline(time.Time{}); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("epoll descriptor not pollable: %w", err)
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("epoll descriptor: %w", err)
-	}
-	p := &epollSet{file: f, rc: rc, events: make([]syscall.EpollEvent, eventsPerWait), ready: make([]readyEvent, 0, eventsPerWait)}
-	p.waitFn = p.epollWait
-	return p, nil
+	return nil
 }
 
-// watch adds the socket fd to the set, reported by id.
-func (p *epollSet) watch(fd int32, id uint64) error {
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLPRI | epollET}
-	putID(&ev, id)
-	return p.control(syscall.EPOLL_CTL_ADD, fd, &ev)
-}
+// wouldBlock reports whether a read found nothing to take yet.
+func wouldBlock(err error) bool { return err == syscall.EAGAIN || err == syscall.EINTR }
 
-// unwatch removes fd from the set, before net/http reads it: the room
-// must not peek at a connection that is no longer its own.
-func (p *epollSet) unwatch(fd int32) {
-	_ = p.control(syscall.EPOLL_CTL_DEL, fd, nil)
-}
-
-func (p *epollSet) control(op int, fd int32, ev *syscall.EpollEvent) error {
-	var err error
-	if cerr := p.rc.Control(func(epfd uintptr) {
-		err = syscall.EpollCtl(int(epfd), op, int(fd), ev)
-	}); cerr != nil {
-		return cerr
+// takeSocket returns a descriptor of ln's socket that is the loop's own,
+// and closes ln. The loop accepts on it with accept4, so that a
+// connection never becomes a net.Conn (no netpoller registration, no
+// finalizer); and ln's descriptor, closed, leaves the runtime's netpoller,
+// which would otherwise wake for each connection accepted.
+func takeSocket(ln net.Listener) (int, error) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return -1, fmt.Errorf("%w (a %T)", errNoDescriptor, ln)
 	}
-	return err
-}
-
-// wait returns the connections reported since the last wait, waiting in
-// the netpoller for one if there is none; past the deadline,
-// os.ErrDeadlineExceeded. The slice is valid until the next wait.
-func (p *epollSet) wait() ([]readyEvent, error) {
-	err := p.rc.Read(p.waitFn)
-	n := p.n
+	rc, err := sc.SyscallConn()
+	fd, errno := -1, syscall.Errno(0)
 	if err == nil {
-		err = p.err
-	}
-	p.n, p.err = 0, nil
-	if err != nil {
-		return nil, err
-	}
-	p.ready = p.ready[:0]
-	for _, ev := range p.events[:n] {
-		p.ready = append(p.ready, readyEvent{
-			id:     getID(&ev),
-			hangup: ev.Events&syscall.EPOLLRDHUP != 0,
-			failed: ev.Events&(syscall.EPOLLHUP|syscall.EPOLLERR) != 0,
-			urgent: ev.Events&syscall.EPOLLPRI != 0,
+		err = rc.Control(func(s uintptr) {
+			r, _, e := syscall.Syscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
+			fd, errno = int(r), e
 		})
 	}
-	return p.ready, nil
+	switch {
+	case err != nil:
+		return -1, fmt.Errorf("%w: %w", errNoDescriptor, err)
+	case errno != 0:
+		return -1, fmt.Errorf("dup: %w", errno)
+	}
+	// A socket that blocked would hang the loop in an accept that a
+	// client's reset emptied.
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		_ = syscall.Close(fd)
+		return -1, err
+	}
+	_ = ln.Close()
+	return fd, nil
 }
 
-// epollWait is wait's callback. It never blocks in the kernel: with
-// nothing to report it returns false, and the runtime waits.
-func (p *epollSet) epollWait(epfd uintptr) bool {
-	for {
-		n, err := syscall.EpollWait(int(epfd), p.events, 0)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		p.n, p.err = max(n, 0), err
-		return n > 0 || err != nil
+// errNoDescriptor is Serve's error for a listener whose socket the loop
+// cannot reach.
+var errNoDescriptor = errors.New("the listener has no descriptor to accept on; pass the one Listen returns")
+
+// connList is the held connections, first in, first out.
+type connList struct {
+	front, back *conn
+	len         int
+}
+
+func (q *connList) pushBack(c *conn, deadline int64) {
+	c.deadline, c.prev, c.next = deadline, q.back, nil
+	if q.back != nil {
+		q.back.next = c
+	} else {
+		q.front = c
+	}
+	q.back = c
+	q.len++
+}
+
+func (q *connList) remove(c *conn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		q.front = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		q.back = c.prev
+	}
+	c.prev, c.next = nil, nil
+	q.len--
+}
+
+// waker wakes the loop from ctx's AfterFunc, on another goroutine, with a
+// byte through a pipe in the epoll set. Its lock keeps that goroutine from
+// writing to a descriptor the loop has closed, and perhaps reused.
+type waker struct {
+	mu     sync.Mutex
+	r, w   int
+	opened bool
+}
+
+func (w *waker) open() error {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		return fmt.Errorf("pipe2: %w", err)
+	}
+	w.r, w.w, w.opened = p[0], p[1], true
+	return nil
+}
+
+func (w *waker) wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.opened {
+		_, _ = syscall.Write(w.w, []byte{0})
 	}
 }
 
-// setDeadline makes wait return at deadline, as MonotonicNow reads it,
-// or never for 0. The time is on MonotonicNow's own clock, so that once
-// wait returns, MonotonicNow has reached it.
-func (p *epollSet) setDeadline(deadline int64) {
-	var t time.Time
-	if deadline != 0 {
-		t = monotonicBase.Add(time.Duration(deadline - 1))
+// clear reads the byte wake wrote, so that the pipe is not reported again.
+func (w *waker) clear() {
+	var b [1]byte
+	_, _ = syscall.Read(w.r, b[:])
+}
+
+func (w *waker) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.opened {
+		_ = syscall.Close(w.r)
+		_ = syscall.Close(w.w)
+		w.opened = false
 	}
-	_ = p.file.SetReadDeadline(t)
-}
-
-func (p *epollSet) close() error { return p.file.Close() }
-
-// putID and getID keep an id in the event's 64 bits of user data, which
-// package syscall splits into Fd and Pad.
-func putID(ev *syscall.EpollEvent, id uint64) {
-	ev.Fd, ev.Pad = int32(uint32(id)), int32(uint32(id>>32))
-}
-
-func getID(ev *syscall.EpollEvent) uint64 {
-	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 }

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -10,109 +11,128 @@ import (
 	"github.com/meshnode/health/internal/probetest"
 )
 
-// TestParseRequest checks what the parser takes of each plain probe, that
-// it takes every other request the short path answers, and leaves to
-// net/http every request it must.
-func TestParseRequest(t *testing.T) {
-	for _, raw := range probetest.PlainProbes() {
-		p, ok := parseRequest([]byte(raw))
+func TestHeaderEnd(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{
+		{"", -1},
+		{"GET / HTTP/1.1\r\n", -1},
+		{"GET / HTTP/1.1\r\nHost: x\r\n", -1},
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r", -1},
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27},
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r\nbody", 27},
+		{"GET / HTTP/1.1\nHost: x\n\n", 24},
+		{"GET / HTTP/1.1\r\nHost: x\n\r\n", 26},
+		{"GET / HTTP/1.0\r\n\r\n", 18},
+		{"\r\n\r\n", 4},
+		{"\n\n", 2},
+		{"\r\nGET / HTTP/1.1\r\n\r\n", 20},
+	} {
+		assert.Equal(t, tc.want, headerEnd([]byte(tc.in), 0), "%q", tc.in)
+		// The same end, scanned as the bytes arrive one by one.
+		got := -1
+		for n := 1; n <= len(tc.in) && got < 0; n++ {
+			got = headerEnd([]byte(tc.in[:n]), n-1)
+		}
+		assert.Equal(t, tc.want, got, "%q, a byte at a time", tc.in)
+	}
+}
+
+// TestParseProbes: every request of a probe's shape is well formed, with
+// no body, and the target is split as net/http splits it.
+func TestParseProbes(t *testing.T) {
+	for _, raw := range probetest.Probes() {
+		req, ok := parseRequest([]byte(raw))
 		require.True(t, ok, "%q", raw)
-		method, target, _ := strings.Cut(raw, " ")
-		target, version, _ := strings.Cut(target, " ")
-		path, query, _ := strings.Cut(target, "?")
-		assert.Equal(t, method, p.method, "%q", raw)
-		assert.Equal(t, path, string(p.path), "%q", raw)
-		assert.Equal(t, query, string(p.rawQuery), "%q", raw)
-		assert.Equal(t, strings.HasPrefix(version, "HTTP/1.0"), p.http10, "%q", raw)
+		assert.False(t, req.mayStillSend, "%q", raw)
 	}
-	for _, tc := range probetest.OtherRequests {
-		_, ok := parseRequest([]byte(tc.Raw))
-		assert.True(t, ok, "%s: %q", tc.Name, tc.Raw)
+	for _, tc := range []struct {
+		raw, method, path, query string
+		http10                   bool
+	}{
+		{"GET /readyz?verbose HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "/readyz", "verbose", false},
+		{"HEAD /healthz HTTP/1.0\r\n\r\n", "HEAD", "/healthz", "", true},
+		{"GET /healthz? HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "/healthz", "", false},
+		{"GET /readyz?a?b HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "/readyz", "a?b", false},
+		{"GET /%68ealthz HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "/%68ealthz", "", false},
+		{"GET http://127.0.0.1:9101/readyz?verbose HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "/readyz", "verbose", false},
+		{"GET HTTP://x HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "", "", false},
+		{"GET http://x?q HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "", "q", false},
+		{"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "OPTIONS", "*", "", false},
+		{"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n", "CONNECT", "127.0.0.1:22", "", false},
+		{"GET /healthz HTTP/1.2\r\nHost: x\r\n\r\n", "GET", "/healthz", "", false},
+		{"brew /x HTTP/1.1\r\nHost: x\r\n\r\n", "brew", "/x", "", false},
+	} {
+		req, ok := parseRequest([]byte(tc.raw))
+		require.True(t, ok, "%q", tc.raw)
+		assert.Equal(t, tc.method, string(req.method), "%q", tc.raw)
+		assert.Equal(t, tc.path, string(req.path), "%q", tc.raw)
+		assert.Equal(t, tc.query, string(req.rawQuery), "%q", tc.raw)
+		assert.Equal(t, tc.http10, req.http10, "%q", tc.raw)
 	}
-	for _, tc := range probetest.NetHTTPRequests {
-		_, ok := parseRequest([]byte(tc.Raw))
+}
+
+// TestParseRefusesMalformed: a header that is not well formed is refused,
+// whatever net/http makes of it.
+func TestParseRefusesMalformed(t *testing.T) {
+	for _, tc := range probetest.Malformed {
+		end := headerEnd([]byte(tc.Raw), 0)
+		require.Positive(t, end, "%s: a whole header", tc.Name)
+		_, ok := parseRequest([]byte(tc.Raw[:end]))
 		assert.False(t, ok, "%s: %q", tc.Name, tc.Raw)
 	}
 }
 
-// TestHeaderScanner: the scanner finds the blank line that ends a header
-// and counts its lines, however the bytes are split across scans, as a
-// byte-by-byte reading of the same bytes does.
-func TestHeaderScanner(t *testing.T) {
-	reference := func(p []byte) (lines int, done bool) {
-		lineEmpty := false
-		for _, b := range p {
-			switch b {
-			case '\n':
-				lines++
-				if lineEmpty {
-					return lines, true
-				}
-				lineEmpty = true
-			case '\r':
-			default:
-				lineEmpty = false
-			}
-		}
-		return lines, false
+// TestParseMayStillSend: a request that declares a body or asks Expect is
+// well formed and marked, so that the answer says "Connection: close" and
+// the connection is held; "Content-Length: 0" declares none.
+func TestParseMayStillSend(t *testing.T) {
+	for _, tc := range probetest.MayStillSend {
+		req, ok := parseRequest([]byte(tc.Raw[:headerEnd([]byte(tc.Raw), 0)]))
+		require.True(t, ok, "%s", tc.Name)
+		assert.True(t, req.mayStillSend, "%s", tc.Name)
 	}
-	for _, raw := range []string{
-		"", "\n", "\r\n", "\n\n", "\r\n\r\n", "GET / HTTP/1.1\r\n", "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-		"GET / HTTP/1.1\nHost: x\n\n", "a\r\r\n\r\r\n", "a\r\n \r\n\r\n", "a\r\nb\rc\r\n\r\nbody\n\n",
-		"\r\r\r", "x\n\rx\n\r\n", strings.Repeat("a", 4000) + "\r\n\r\n", strings.Repeat("a:\r\n", 70) + "\r\n",
-	} {
-		wantLines, wantDone := reference([]byte(raw))
-		for split := 0; split <= len(raw); split += max(1, len(raw)/7) {
-			var s headerScanner
-			s.scan([]byte(raw[:split]))
-			s.scan([]byte(raw[split:]))
-			assert.Equal(t, wantDone, s.done, "%q split at %d", raw, split)
-			assert.Equal(t, wantLines, s.lines, "%q split at %d", raw, split)
-		}
+	for _, length := range []string{"0", "000"} {
+		req, ok := parseRequest([]byte("GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + "\r\ncontent-length: " + length + "\r\n\r\n"))
+		require.True(t, ok)
+		assert.False(t, req.mayStillSend, "Content-Length: %s", length)
 	}
 }
 
-// TestPlainLinesSkipTheParse: every whole-line start of every plain probe
-// is plain, so the room's question whether net/http has refused it costs
-// no parse and no allocation; a line parseRequest would not take is not.
-func TestPlainLinesSkipTheParse(t *testing.T) {
-	r := newReader(nil)
-	for _, raw := range probetest.PlainProbes() {
-		for end := strings.IndexByte(raw, '\n'); end >= 0 && end < len(raw)-2; {
-			n := copy(r.buf, raw[:end+1])
-			assert.True(t, plainLines(r.buf[:n]), "%q", raw[:end+1])
-			parses := uint8(1)
-			assert.Zero(t, testing.AllocsPerRun(10, func() { r.refusedByNetHTTP(n, false, &parses) }), "%q", raw[:end+1])
-			assert.Equal(t, uint8(1), parses, "%q: parsed", raw[:end+1])
-			next := strings.IndexByte(raw[end+1:], '\n')
-			if next < 0 {
-				break
-			}
-			end += 1 + next
-		}
-	}
-	for _, raw := range []string{
-		"BREW / HTTP/1.1\r\n", "GET / HTTP/1.1\n", "GET / HTTP/1.1\r\nHost : x\r\n",
-		"GET / HTTP/1.1\r\n x: y\r\n", "GET / HTTP/1.1\r\nX: \x80\r\n", "GET / HTTP/1.1\r\nX\r\n",
-	} {
-		assert.False(t, plainLines([]byte(raw)), "%q", raw)
-	}
+// TestParseAllocatesNothing: reading a header takes slices of it, nothing
+// more, so that a flood of requests costs no garbage.
+func TestParseAllocatesNothing(t *testing.T) {
+	raw := []byte("GET http://127.0.0.1:9101/readyz?verbose HTTP/1.1\r\nHost: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nContent-Length: 0\r\n\r\n")
+	var ok bool
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _, ok = parseRequest(raw[:headerEnd(raw, 0)]) }))
+	assert.True(t, ok)
 }
 
-// TestHeaderEnd: the header ends at the first blank line after the first,
-// as net/http reads a blank line: "\r\n" or "\n", not "\r\r\n".
-func TestHeaderEnd(t *testing.T) {
-	for _, tc := range []struct {
-		b    string
-		want int
-	}{
-		{"", 0},
-		{"GET / HTTP/1.1\r\n", 16},
-		{"GET / HTTP/1.1\r\n\r\nbody", 16},
-		{"GET / HTTP/1.1\nA: b\n\n", 20},
-		{"\r\nGET / HTTP/1.1\r\n\r\n", 18},
-		{"GET / HTTP/1.1\r\n\r\r\n", 19},
-	} {
-		assert.Equal(t, tc.want, headerEnd([]byte(tc.b)), "%q", tc.b)
+// FuzzParseRequest: no input makes the parser panic, and what it takes is
+// what the request line says: the method and target's bytes, in place.
+func FuzzParseRequest(f *testing.F) {
+	for _, raw := range probetest.Probes()[:40] {
+		f.Add([]byte(raw))
 	}
+	for _, tc := range append(probetest.Malformed, probetest.MayStillSend...) {
+		f.Add([]byte(tc.Raw))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		end := headerEnd(b, 0)
+		if end < 0 {
+			return
+		}
+		req, ok := parseRequest(b[:end])
+		if !ok {
+			return
+		}
+		line, _, _ := bytes.Cut(b, []byte("\r\n"))
+		if !bytes.HasPrefix(line, append(req.method, ' ')) || !bytes.Contains(line, req.path) || !bytes.Contains(line, req.rawQuery) {
+			t.Fatalf("%q: method %q, path %q, query %q", b, req.method, req.path, req.rawQuery)
+		}
+		if strings.ContainsAny(string(req.path)+string(req.rawQuery), " \r\n") {
+			t.Fatalf("%q: a space or line end in the target", b)
+		}
+	})
 }

@@ -1,8 +1,9 @@
 // Package probetest holds what the tests of the package and of its
 // listener share: clients that speak to a server over real loopback TCP,
-// the requests the short path must and must not take, and a log sink that
-// tests can read while a server writes to it. Only tests import it, so
-// that the library's own imports stay the standard library's.
+// the requests a probe sends and those it never does, the plain net/http
+// server Serve is compared with, and a log sink that tests can read while
+// a server writes to it. Only tests import it, so that the library's own
+// imports stay the standard library's.
 package probetest
 
 import (
@@ -90,27 +91,14 @@ func KubeletProbe(addr, path string) (status int, body string, err error) {
 	return resp.StatusCode, string(b), err
 }
 
-// Exchange sends raw bytes on a fresh connection and returns everything
-// the server sends back before it closes the connection. A reset counts
-// as a close: the server closes without reading what it does not need, a
-// body or the rest of an oversized header, and the kernel then resets.
-// The client gives up after within; a server that keeps the connection
-// open that long fails the test.
+// Exchange sends raw bytes on a fresh connection, then shuts its sending
+// side, as a client that has sent all it will, and returns everything the
+// server sends back before it closes the connection, a reset counting as
+// a close. A server that holds a connection after its answer, for a
+// client that may still be sending, lets it go at that shut. The client
+// gives up after within; a server that keeps the connection open that long
+// fails the test.
 func Exchange(t testing.TB, addr, raw string, within time.Duration) string {
-	t.Helper()
-	return exchange(t, addr, raw, within, false)
-}
-
-// ExchangeShut is Exchange from a client that shuts its sending side once
-// raw is written, as one that has sent all it will: a server that holds a
-// connection for a body it was promised then closes at once, where
-// net/http's read of it ends, and a partial header is answered at once.
-func ExchangeShut(t testing.TB, addr, raw string, within time.Duration) string {
-	t.Helper()
-	return exchange(t, addr, raw, within, true)
-}
-
-func exchange(t testing.TB, addr, raw string, within time.Duration, shut bool) string {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -120,37 +108,13 @@ func exchange(t testing.TB, addr, raw string, within time.Duration, shut bool) s
 	// The server may close before all of it is written, and a read may
 	// end in a reset: only a timeout means it kept the connection open.
 	_, _ = io.WriteString(c, raw)
-	if shut {
-		_ = c.(*net.TCPConn).CloseWrite()
-	}
+	_ = c.(*net.TCPConn).CloseWrite()
 	_ = c.SetReadDeadline(time.Now().Add(within))
 	got, err := io.ReadAll(c)
 	if isTimeout(err) {
 		t.Fatalf("the server did not close within %v", within)
 	}
 	return string(got)
-}
-
-// TCPPair returns the two ends of a fresh loopback TCP connection, closed
-// at the test's end.
-func TCPPair(t testing.TB) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = server.Close() })
-	return server, client
 }
 
 // ClosedByServer reads c until the server's close shows, EOF or a reset
