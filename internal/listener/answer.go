@@ -18,22 +18,15 @@ const (
 // each answer reuses.
 type answerWriter struct {
 	out        []byte
-	date       []byte // the Date value of dateSecond
+	date       []byte // the Date value of dateSecond; nil before the first
 	dateSecond int64
 }
 
-func newAnswerWriter() *answerWriter {
-	return &answerWriter{out: make([]byte, 0, 1024), dateSecond: -1}
-}
-
-// write returns resp as the answer to req, valid until the next call. To a
-// probe it is what net/http writes, but the Date value: the status line in
-// the request's version, the caller's header lines, Date, then
-// "Connection: close" for HTTP/1.1, as keep-alive is off (to HTTP/1.0 that
-// needs no saying), a blank line, and the body unless the method is HEAD,
-// whose answer keeps the Content-Length. To a client that may still send,
-// "Connection: close" is said in either version: what it sends next is
-// never read as a request.
+// write returns resp as the answer to req, valid until the next call: to a
+// probe, net/http's bytes but the Date value. It says "Connection: close"
+// to HTTP/1.1 (keep-alive is off; to HTTP/1.0 that goes without saying),
+// and to a client that may still send, in either version, as what it
+// sends next is never read as a request. HEAD keeps the Content-Length.
 func (w *answerWriter) write(req *request, resp *Response, now time.Time) []byte {
 	b := w.out[:0]
 	if req.http10 {
@@ -61,7 +54,7 @@ func (w *answerWriter) write(req *request, resp *Response, now time.Time) []byte
 
 // dateOf returns now as net/http writes a Date, formatted once a second.
 func (w *answerWriter) dateOf(now time.Time) []byte {
-	if s := now.Unix(); s != w.dateSecond {
+	if s := now.Unix(); s != w.dateSecond || w.date == nil {
 		w.date = now.UTC().AppendFormat(w.date[:0], http.TimeFormat)
 		w.dateSecond = s
 	}

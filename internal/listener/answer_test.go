@@ -25,14 +25,14 @@ func TestAnswerWriter(t *testing.T) {
 	} {
 		req, ok := parseRequest([]byte(tc.raw))
 		require.True(t, ok, tc.name)
-		assert.Equal(t, tc.want, string(newAnswerWriter().write(&req, okResponse, now)), tc.name)
+		assert.Equal(t, tc.want, string((&answerWriter{}).write(&req, okResponse, now)), tc.name)
 	}
 }
 
 // TestAnswerWriterDate: the Date is formatted once a second, and the next
 // second's is new.
 func TestAnswerWriterDate(t *testing.T) {
-	w := newAnswerWriter()
+	w := &answerWriter{}
 	now := time.Date(2026, 12, 6, 7, 8, 9, 0, time.UTC)
 	assert.Equal(t, "Sun, 06 Dec 2026 07:08:09 GMT", string(w.dateOf(now)))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { w.dateOf(now.Add(999 * time.Millisecond)) }))
@@ -42,7 +42,7 @@ func TestAnswerWriterDate(t *testing.T) {
 // TestAnswerAllocatesNothing: a probe's answer is written into the
 // writer's own buffer.
 func TestAnswerAllocatesNothing(t *testing.T) {
-	w := newAnswerWriter()
+	w := &answerWriter{}
 	req, _ := parseRequest([]byte("GET /x HTTP/1.1\r\nHost: x\r\n\r\n"))
 	now := time.Now()
 	assert.Zero(t, testing.AllocsPerRun(100, func() { w.write(&req, okResponse, now) }))

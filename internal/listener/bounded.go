@@ -18,9 +18,9 @@ const shutdownBound = 5 * time.Second
 
 // serveHTTP is Serve through a plain http.Server with the loop's bounds:
 // holdTimeout for a header and for an answer, maxHeader, keep-alive off,
-// and at most limit connections, the one held longest closed to make room.
-// It is Serve outside Linux, where there is no epoll; it is built on Linux
-// too, so that the tests run there exercise it.
+// and at most limit connections, the oldest closed to make room. It is
+// Serve outside Linux, which has no epoll, and is built on Linux too, so
+// that the tests run there exercise it.
 func serveHTTP(ctx context.Context, ln net.Listener, opts Options, limit int) error {
 	b := &boundedListener{Listener: ln, limit: limit, opts: opts}
 	srv := &http.Server{
@@ -30,11 +30,10 @@ func serveHTTP(ctx context.Context, ln net.Listener, opts Options, limit int) er
 		WriteTimeout:      holdTimeout,
 		IdleTimeout:       holdTimeout,
 		MaxHeaderBytes:    maxHeader,
-		// Its own OPTIONS * answer would carry none of the handler's
-		// headers.
+		// Its own OPTIONS * answer would carry none of the handler's headers.
 		DisableGeneralOptionsHandler: true,
 		ConnState:                    b.track,
-		ErrorLog:                     log.New(&gatedLog{log: opts.Log}, "", 0),
+		ErrorLog:                     log.New(errorLog(opts.Log), "", 0),
 	}
 	srv.SetKeepAlivesEnabled(false) // a probe is one request on one connection
 	served := make(chan error, 1)
@@ -56,60 +55,50 @@ func serveHTTP(ctx context.Context, ln net.Listener, opts Options, limit int) er
 	return failed
 }
 
-// boundedListener is the listener serveHTTP gives net/http: it keeps at
-// most limit connections open, and when full closes the one accepted
-// first, never turning a newcomer away: a bound that refused newcomers
-// would let a few hundred silent clients lock the kubelet out.
+// boundedListener is the listener serveHTTP gives net/http. When full, it
+// closes the connection accepted first, never turning a newcomer away: a
+// bound that refused newcomers would let a few hundred silent clients lock
+// the kubelet out.
 type boundedListener struct {
 	net.Listener
-	limit int
-	opts  Options
-	// serving counts the connections whose goroutines have not ended.
-	serving sync.WaitGroup
+	limit   int
+	opts    Options
+	serving sync.WaitGroup // the goroutines net/http serves connections on
 
 	mu             sync.Mutex
-	open           list.List // of *boundedConn, by accept, the oldest first
+	open           list.List // of *boundedConn, the oldest first
 	fullLog, fdLog logGate
 }
 
-// Accept accepts, closing the oldest connection when full, and when the
-// process is out of descriptors, where net/http would back off while the
-// kubelet's connection waits in the kernel's queue.
+// Accept accepts, making room when full, and when the process is out of
+// descriptors, where net/http would back off while the kubelet's
+// connection waits in the kernel's queue.
 func (b *boundedListener) Accept() (net.Conn, error) {
 	for {
 		nc, err := b.Listener.Accept()
-		if err == nil {
-			return b.admit(nc), nil
-		}
-		if !isOutOfDescriptors(err) {
+		switch {
+		case err == nil:
+			c := &boundedConn{Conn: nc, b: b}
+			b.mu.Lock()
+			full := b.open.Len() >= b.limit
+			c.entry = b.open.PushBack(c)
+			b.mu.Unlock()
+			if full { // the front is another, older
+				b.evict(&b.fullLog, "health: the probe listener is full; closing the connections held longest to make room")
+			}
+			b.opts.Counters.Accepted.Add(1)
+			b.opts.Counters.Held.Add(1)
+			return c, nil
+		case !isOutOfDescriptors(err):
 			return nil, err
-		}
-		if !b.evict(&b.fdLog, "health: out of file descriptors; closing the connections held longest to make room") {
-			time.Sleep(descriptorRetry) // nothing to close: only time frees a descriptor
+		case !b.evict(&b.fdLog, "health: out of file descriptors; closing the connections held longest to make room"):
+			time.Sleep(descriptorRetry)
 		}
 	}
 }
 
-func (b *boundedListener) admit(nc net.Conn) net.Conn {
-	for b.count() >= b.limit && b.evict(&b.fullLog, "health: the probe listener is full; closing the connections held longest to make room") {
-	}
-	c := &boundedConn{Conn: nc, b: b}
-	b.mu.Lock()
-	c.entry = b.open.PushBack(c)
-	b.mu.Unlock()
-	b.opts.Counters.Accepted.Add(1)
-	b.opts.Counters.Held.Add(1)
-	return c
-}
-
-func (b *boundedListener) count() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.open.Len()
-}
-
-// evict closes the oldest connection open, and reports whether there was
-// one.
+// evict closes the oldest connection, says why at most once a minute, and
+// reports whether there was one.
 func (b *boundedListener) evict(gate *logGate, msg string) bool {
 	b.mu.Lock()
 	front := b.open.Front()
@@ -126,8 +115,6 @@ func (b *boundedListener) evict(gate *logGate, msg string) bool {
 	return true
 }
 
-// track counts the goroutines net/http serves connections on, so that
-// serveHTTP returns only once they have ended.
 func (b *boundedListener) track(_ net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateNew:
@@ -137,7 +124,7 @@ func (b *boundedListener) track(_ net.Conn, state http.ConnState) {
 	}
 }
 
-// boundedConn is a connection boundedListener counts until it is closed.
+// boundedConn is a connection counted until it is closed.
 type boundedConn struct {
 	net.Conn
 	b      *boundedListener
@@ -156,20 +143,12 @@ func (c *boundedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// gatedLog takes net/http's rare ErrorLog lines (a temporary accept error,
-// a handler's panic) to the caller's log at ERROR, at most once a minute.
-type gatedLog struct {
-	log  LogFunc
-	mu   sync.Mutex
-	gate logGate
-}
+// errorLog takes net/http's rare ErrorLog lines (a handler's panic, an
+// accept error it retries) to the caller's log at ERROR: none is per
+// request.
+type errorLog LogFunc
 
-func (g *gatedLog) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	due := g.gate.due(time.Now())
-	g.mu.Unlock()
-	if due {
-		g.log(slog.LevelError, strings.TrimSuffix(string(p), "\n"))
-	}
+func (w errorLog) Write(p []byte) (int, error) {
+	w(slog.LevelError, strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }

@@ -23,4 +23,5 @@ func isOutOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
-func isAddressInUse(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
+// IsAddressInUse reports whether a bind failed because the port is taken.
+func IsAddressInUse(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }

@@ -16,7 +16,8 @@ const (
 // softDescriptorLimit is 0, unknown: Windows has no RLIMIT_NOFILE.
 func softDescriptorLimit() uint64 { return 0 }
 
-func isAddressInUse(err error) bool { return errors.Is(err, wsaEADDRINUSE) }
+// IsAddressInUse reports whether a bind failed because the port is taken.
+func IsAddressInUse(err error) bool { return errors.Is(err, wsaEADDRINUSE) }
 
 // isOutOfDescriptors reports whether accept failed for lack of sockets,
 // which net/http would take for fatal.

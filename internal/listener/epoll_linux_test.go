@@ -26,7 +26,7 @@ func testLoop(t *testing.T) (l *loop, c *conn, client int) {
 	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = syscall.Close(pair[1]) })
-	l = &loop{limit: 10, lfd: -1, epfd: epfd, scratch: make([]byte, 64<<10), answers: newAnswerWriter(),
+	l = &loop{limit: 10, lfd: -1, epfd: epfd, scratch: make([]byte, 64<<10),
 		opts: Options{Answer: func(string, string, string) *Response { return okResponse }, Counters: &Counters{}}}
 	require.NoError(t, l.admit(pair[0], MonotonicNow()))
 	return l, l.byFD[pair[0]], pair[1]

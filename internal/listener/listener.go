@@ -1,18 +1,19 @@
 // Package listener is how bytes reach the probe answers: a server that no
 // local process can use to cost the kubelet its probe, or the agent more
-// CPU than a plain net/http server, or more than a bounded amount of memory
-// and descriptors. A failed liveness probe restarts the agent, and the
-// restart tears its data plane down.
+// CPU than a plain net/http server, or more than a bounded amount of
+// memory and descriptors. A failed liveness probe restarts the agent, and
+// the restart tears its data plane down.
 //
-// On Linux a connection takes one route, through three files: loop.go
-// accepts it, keeps it without a goroutine or a buffer of its own until its
-// header is whole, and closes or holds it after its answer; request.go
-// reads the header; answer.go writes the answer. Outside Linux, bounded.go
-// serves through a plain http.Server behind the same bound.
+// On Linux a connection takes one route, through three files:
+// loop_linux.go accepts it, keeps it without a goroutine or a buffer of
+// its own until its header is whole, and closes or holds it after its
+// answer; request.go reads the header; answer.go writes the answer.
+// Outside Linux, bounded.go serves through a plain http.Server behind the
+// same bound.
 //
-// The caller hands Serve what to answer (AnswerFunc, or an http.Handler
-// outside Linux), how to count (Counters) and how to log (LogFunc); the
-// package names none of the caller's paths.
+// The caller hands Serve what to answer (an AnswerFunc, and the same
+// answers as an http.Handler for outside Linux), how to count (Counters)
+// and how to log (a LogFunc); the package names none of its paths.
 package listener
 
 import (
@@ -25,22 +26,21 @@ import (
 	"time"
 )
 
-// The bounds of what one connection may hold, far above a probe's needs.
+// The bounds of what a connection may hold, far above a probe's needs.
 const (
 	// holdTimeout bounds each stage a connection is held in: from accept
 	// to a whole header, and from the answer to the close. The kubelet
 	// writes at once and gives up after a second by default: longer would
 	// only serve a slowloris client.
 	holdTimeout = 2 * time.Second
-	// maxHeader bounds a request header, its blank line included. A
-	// kubelet's is about 130 bytes, and custom httpHeaders add a few more.
+	// maxHeader bounds a request header, its blank line included; a
+	// kubelet's is about 130 bytes.
 	maxHeader = 4 << 10
-	// maxHeld bounds the connections held at once: each costs a descriptor
-	// and a socket's kernel memory, and at most maxHeader of its header.
+	// maxHeld bounds the connections held at once, each a descriptor, a
+	// socket's kernel memory and at most maxHeader of header.
 	maxHeld = 4096
 	// descriptorRetry is how long accepting pauses when the process is
-	// out of descriptors and holds no connection it could close: only
-	// time, and the agent, can free one.
+	// out of descriptors and holds no connection it could close.
 	descriptorRetry = 10 * time.Millisecond
 )
 
@@ -48,8 +48,8 @@ const (
 // own goroutine, so it must not wait for a sink.
 type LogFunc func(level slog.Level, msg string, args ...any)
 
-// logGate lets a line that a client can provoke through at most once a
-// minute, so that no flood fills the agent's log.
+// logGate lets a line a client can provoke through at most once a minute,
+// so that no flood fills the agent's log.
 type logGate struct{ last time.Time }
 
 func (g *logGate) due(now time.Time) bool {
@@ -60,33 +60,29 @@ func (g *logGate) due(now time.Time) bool {
 	return true
 }
 
-// Response is a fixed answer of the caller's.
+// Response is a fixed answer of the caller's. Header is its header lines,
+// each ending in CRLF, as the caller's http.Handler sets them, in the
+// order net/http writes them (sorted by name), so that a probe gets
+// net/http's bytes.
 type Response struct {
-	Status int
-	// Header is the answer's header lines, each ending in CRLF, as the
-	// caller's http.Handler sets them, in the order net/http writes them
-	// (sorted by name), so that a probe gets net/http's bytes.
-	Header []byte
-	Body   []byte
+	Status       int
+	Header, Body []byte
 }
 
-// AnswerFunc returns the answer to a request for path, with the query
-// rawQuery, both as the request target spells them (a path with an escape
-// is no path of the caller's), and counts it. The strings are the
-// listener's buffer, valid only during the call: it must not keep them.
-// It must not block.
+// AnswerFunc returns and counts the answer to a request for path, with the
+// query rawQuery, both as the target spells them (a path with an escape
+// is none of the caller's). The strings are the listener's buffer, valid
+// during the call only; it must not keep them, nor block.
 type AnswerFunc func(method, path, rawQuery string) *Response
 
 // Counters are what Serve counts. They are the caller's, so that several
-// Serve calls add up and the caller reads them without reaching into Serve.
+// Serve calls add up and the caller reads them without reaching into one.
 type Counters struct {
-	Held     atomic.Int64  // connections held now: waiting for a header, or after their answer
-	Limit    atomic.Int64  // the bound on Held, summed over the Serve calls running
-	Accepted atomic.Uint64 // connections accepted
-	Evicted  atomic.Uint64 // of those, closed to make room
-	// LastEviction is MonotonicNow at the last eviction; 0 before the
-	// first.
-	LastEviction atomic.Int64
+	Held         atomic.Int64  // connections held now: waiting for a header, or after their answer
+	Limit        atomic.Int64  // the bound on Held, summed over the Serve calls running
+	Accepted     atomic.Uint64 // connections accepted
+	Evicted      atomic.Uint64 // of those, closed to make room
+	LastEviction atomic.Int64  // MonotonicNow at the last eviction; 0 before one
 }
 
 func (c *Counters) countEviction() {
@@ -103,8 +99,8 @@ func MonotonicNow() int64 { return int64(time.Since(monotonicBase)) + 1 }
 
 // Options are what Serve needs from its caller.
 type Options struct {
-	Answer   AnswerFunc   // on Linux
-	Handler  http.Handler // outside Linux, the same answers through net/http
+	Answer   AnswerFunc
+	Handler  http.Handler
 	Counters *Counters
 	Log      LogFunc
 
@@ -123,18 +119,12 @@ func limitFor(soft uint64) int {
 	return max(1, int(soft*3/4))
 }
 
-// Listen binds addr over TCP, as Serve would have it.
-func Listen(addr string) (net.Listener, error) { return listen(addr) }
-
-// IsAddressInUse reports whether a bind failed because the port is taken.
-func IsAddressInUse(err error) bool { return isAddressInUse(err) }
-
 // Serve answers the connections of ln, which it owns and closes, until ctx
-// is done; then it stops accepting, lets each connection it holds reach
-// its end (at most two holdTimeouts: a header, then its hold), and
-// returns nil. It returns an error once ln fails on its own. It returns
-// only when every connection and goroutine it started has ended. It logs
-// a line when it starts and when it stops.
+// is done; then it stops accepting, lets each connection held reach its
+// end (at most two holdTimeouts, a header's and its hold's; outside Linux
+// shutdownBound), and returns nil, or an error once ln fails on its own.
+// It returns only when every connection and goroutine it started has
+// ended, and logs a line once serving and one when it stops.
 func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 	limit := opts.limit
 	if limit <= 0 {
@@ -143,8 +133,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 	addr := ln.Addr().String()
 	opts.Counters.Limit.Add(int64(limit))
 	defer opts.Counters.Limit.Add(-int64(limit))
-	err := serve(ctx, ln, opts, limit)
-	if err != nil {
+	if err := serve(ctx, ln, opts, limit); err != nil {
 		opts.Log(slog.LevelError, "health: stopped serving probes: the listener failed", "addr", addr, "err", err)
 		return fmt.Errorf("serving %q: %w", addr, err)
 	}
@@ -152,8 +141,7 @@ func Serve(ctx context.Context, ln net.Listener, opts Options) error {
 	return nil
 }
 
-// serving logs that Serve is serving: once it takes connections, so that
-// the line is true when read.
+// serving logs that Serve serves, once it does, so that the line is true.
 func serving(opts *Options, ln net.Listener, limit int) {
 	opts.Log(slog.LevelInfo, "health: serving probes", "addr", ln.Addr().String(), "limit", limit)
 }

@@ -8,9 +8,9 @@ type request struct {
 	method, path, rawQuery []byte
 	http10                 bool // HTTP/1.0; otherwise answered as HTTP/1.1
 	// mayStillSend: the header declares a body (a Content-Length above 0,
-	// or a Transfer-Encoding) or has an Expect. Its body is never read as
+	// a Transfer-Encoding) or has an Expect. The body is never read as
 	// one: the answer says "Connection: close", and the connection is held
-	// (see loop.hold).
+	// (loop.answer).
 	mayStillSend bool
 }
 
@@ -43,10 +43,9 @@ func headerEnd(b []byte, seen int) int {
 // CRLF; no line folded (obs-fold); exactly one Host on HTTP/1.1, at most one
 // on HTTP/1.0, of host bytes; Content-Lengths that are digits and agree.
 //
-// It is stricter than net/http where a probe never goes, and answers
-// nothing as net/http would beyond that: a client library writes none of
-// what it refuses, and a strict reading has no corner where the two could
-// disagree on what a request means.
+// It is stricter than net/http, refusing what no client library writes,
+// so that the two differ only where no probe goes, and a request never
+// means one thing here and another to a proxy in front.
 func parseRequest(header []byte) (request, bool) {
 	var r request
 	line, rest, ok := cutLine(header)
@@ -101,11 +100,10 @@ func (r *request) parseRequestLine(line []byte) bool {
 }
 
 // parseTarget takes the path and query of an origin-form target
-// ("/readyz?verbose") or an absolute-form one
-// ("http://127.0.0.1:9101/readyz?verbose"). Any other form (the asterisk
-// of OPTIONS *, an authority) is routed whole as the path, which names no
-// path of the caller's. A malformed percent escape in the path is
-// refused; the query is the caller's to read.
+// ("/readyz?verbose") or an absolute-form one ("http://host/readyz").
+// Another form (OPTIONS *, an authority) is routed whole as the path, no
+// path of the caller's. A malformed escape in the path is refused; the
+// query is the caller's to read.
 func (r *request) parseTarget(target []byte) bool {
 	if scheme, rest, ok := bytes.Cut(target, []byte("://")); ok && isScheme(scheme) {
 		authority := rest
@@ -114,7 +112,7 @@ func (r *request) parseTarget(target []byte) bool {
 		} else {
 			target = nil
 		}
-		if !allIn(authority, &authorityBytes) {
+		if !allIn(authority, &hostBytes) { // no userinfo: RFC 9110 forbids sending it
 			return false
 		}
 	}
@@ -154,49 +152,38 @@ func isToken(s []byte) bool { return len(s) > 0 && allIn(s, &tokenBytes) }
 // isScheme reports whether s is a URI scheme: a letter, then letters,
 // digits, '+', '-' and '.'.
 func isScheme(s []byte) bool {
-	return len(s) > 0 && allIn(s[:1], &letterBytes) && allIn(s, &schemeBytes)
+	return len(s) > 0 && 'a' <= lower(s[0]) && lower(s[0]) <= 'z' && allIn(s, &schemeBytes)
 }
 
 func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 
-func isHex(b byte) bool { return isDigit(b) || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F' }
+func isHex(b byte) bool { return isDigit(b) || 'a' <= lower(b) && lower(b) <= 'f' }
 
 // The byte classes of RFC 9110 and RFC 3986 that parseRequest checks.
+const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
 var (
-	letterBytes = byteSet("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-	digitBytes  = byteSet("0123456789")
-	schemeBytes = byteSet("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-.")
-	tokenBytes  = byteSet("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~")
-	// hostBytes are a host's and its port's: reg-name, IP literal, zone.
-	hostBytes      = byteSet("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:[]%")
-	authorityBytes = byteSet("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:[]%@")
-	// targetBytes are the visible ASCII bytes: a target holds no space,
-	// control or 8-bit byte.
-	targetBytes = byteRange('!', '~')
-	// fieldValueBytes are a field value's: visible bytes, space, tab and
-	// obs-text, never another control byte.
-	fieldValueBytes = fieldValueSet()
+	tokenBytes  = byteClass(alnum+"!#$%&'*+-.^_`|~", "")
+	schemeBytes = byteClass(alnum+"+-.", "")
+	digitBytes  = byteClass("0123456789", "")
+	// A host's and its port's bytes: reg-name, IP literal, zone.
+	hostBytes = byteClass(alnum+"-._~!$&'()*+,;=:[]%", "")
+	// A target holds visible ASCII alone; a field value also space, tab
+	// and obs-text, never another control byte.
+	targetBytes     = byteClass("", "!~")
+	fieldValueBytes = byteClass(" \t", "!~\x80\xff")
 )
 
-func byteSet(members string) (set [256]bool) {
+// byteClass is the set of the bytes of members and of each range of
+// ranges, a pair of bounds.
+func byteClass(members, ranges string) (set [256]bool) {
 	for i := range len(members) {
 		set[members[i]] = true
 	}
-	return set
-}
-
-func byteRange(lo, hi byte) (set [256]bool) {
-	for b := lo; b <= hi; b++ {
-		set[b] = true
-	}
-	return set
-}
-
-func fieldValueSet() [256]bool {
-	set := byteRange(' ', '~')
-	set['\t'] = true
-	for b := 0x80; b <= 0xff; b++ {
-		set[b] = true
+	for i := 0; i+1 < len(ranges); i += 2 {
+		for b := int(ranges[i]); b <= int(ranges[i+1]); b++ {
+			set[b] = true
+		}
 	}
 	return set
 }

@@ -12,4 +12,5 @@ func serve(ctx context.Context, ln net.Listener, opts Options, limit int) error 
 	return serveHTTP(ctx, ln, opts, limit)
 }
 
-func listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+// Listen binds addr over TCP.
+func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
