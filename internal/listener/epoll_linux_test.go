@@ -191,3 +191,21 @@ func isOpen(fd int) bool {
 	_, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
 	return errno == 0
 }
+
+// TestProbeCostsOneAllocation: a probe answered at accept costs the loop
+// one allocation, its conn (besides accept4's address, which package
+// syscall makes): reading, parsing, answering and closing allocate
+// nothing.
+func TestProbeCostsOneAllocation(t *testing.T) {
+	l, _, _ := testLoop(t)
+	request := []byte(probe)
+	allocs := testing.AllocsPerRun(100, func() {
+		pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		_, _ = syscall.Write(pair[1], request)
+		require.NoError(t, l.admit(pair[0], MonotonicNow()))
+		_ = syscall.Close(pair[1])
+	})
+	assert.Equal(t, 1.0, allocs)
+	assert.Equal(t, 1, l.held.len, "only the test's own connection held")
+}
