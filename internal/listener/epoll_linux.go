@@ -1,7 +1,6 @@
 package listener
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -17,22 +16,8 @@ import (
 // costs an accept and a close.
 const deferAcceptTimeout = 30 * time.Second
 
-func setDeferAccept(fd uintptr) error {
-	return syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, int(deferAcceptTimeout/time.Second))
-}
-
-// Listen binds addr over TCP with accept deferred from the first connection on:
-// Serve defers it too, for a listener made elsewhere, but only once it
-// starts.
-func Listen(addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		if cerr := rc.Control(func(fd uintptr) { err = setDeferAccept(fd) }); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
-	return lc.Listen(context.Background(), "tcp", addr)
+func setDeferAccept(fd int) error {
+	return syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, int(deferAcceptTimeout/time.Second))
 }
 
 // takeSocket returns a descriptor of ln's socket that is the loop's own,
@@ -41,11 +26,11 @@ func Listen(addr string) (net.Listener, error) {
 // ln's descriptor, closed, leaves the runtime's netpoller, which would
 // otherwise wake for every connection.
 func takeSocket(ln net.Listener) (int, error) {
-	sc, ok := ln.(syscall.Conn)
+	tl, ok := ln.(*net.TCPListener)
 	if !ok {
-		return -1, fmt.Errorf("%w (a %T)", errNoDescriptor, ln)
+		return -1, fmt.Errorf("%w, not a %T", errNotTCP, ln)
 	}
-	rc, err := sc.SyscallConn()
+	rc, err := tl.SyscallConn()
 	fd, errno := -1, syscall.Errno(0)
 	if err == nil {
 		err = rc.Control(func(s uintptr) {
@@ -55,7 +40,7 @@ func takeSocket(ln net.Listener) (int, error) {
 	}
 	switch {
 	case err != nil:
-		return -1, fmt.Errorf("%w: %w", errNoDescriptor, err)
+		return -1, err
 	case errno != 0:
 		return -1, fmt.Errorf("dup: %w", errno)
 	}
@@ -69,7 +54,8 @@ func takeSocket(ln net.Listener) (int, error) {
 	return fd, nil
 }
 
-var errNoDescriptor = errors.New("the listener has no descriptor to accept on; pass the one Listen returns")
+// errNotTCP refuses another listener: the loop accepts on a TCP socket.
+var errNotTCP = errors.New("the listener must be a *net.TCPListener, as Listen returns")
 
 // watch adds fd to the epoll set, level-triggered, its reports carrying fd
 // and gen: what a read leaves is reported again, so no report is lost.

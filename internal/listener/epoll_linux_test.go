@@ -70,12 +70,12 @@ func TestStaleReportIgnored(t *testing.T) {
 	assert.Nil(t, l.held.front, "its own report: answered")
 }
 
-// TestListenerWithoutDescriptor: Serve accepts on the socket itself, so a
-// listener that hides it is refused at once, saying why.
-func TestListenerWithoutDescriptor(t *testing.T) {
+// TestListenerNotTCP: Serve accepts on a TCP socket itself, so another
+// listener, or one that hides its socket, is refused at once, saying why.
+func TestListenerNotTCP(t *testing.T) {
 	ln := probetest.Listen(t)
 	err := Serve(context.Background(), struct{ net.Listener }{ln}, Options{Counters: &Counters{}, Log: func(_ slog.Level, _ string, _ ...any) {}})
-	require.ErrorIs(t, err, errNoDescriptor)
+	require.ErrorIs(t, err, errNotTCP)
 	assert.Contains(t, err.Error(), "struct { net.Listener }")
 }
 

@@ -107,6 +107,9 @@ type Options struct {
 	limit int // the bound on Held for a test; 0: DefaultLimit
 }
 
+// Listen binds addr over TCP.
+func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
 // DefaultLimit is the bound on held connections: maxHeld, or three
 // quarters of the soft descriptor limit (RLIMIT_NOFILE) if less, so that
 // the probe port never takes the agent's last descriptors.

@@ -40,7 +40,7 @@ func serve(ctx context.Context, ln net.Listener, opts Options, limit int) error 
 	if err := l.watch(lfd, 0); err != nil {
 		return err
 	}
-	if err := setDeferAccept(uintptr(lfd)); err != nil {
+	if err := setDeferAccept(lfd); err != nil {
 		opts.Log(slog.LevelWarn, "health: cannot defer accept; silent clients will be accepted at once", "err", err)
 	}
 	serving(&opts, ln, limit)
@@ -81,12 +81,19 @@ type conn struct {
 	prev, next *conn
 	buf        []byte // the header so far, once it arrives in parts
 	answered   bool   // held after its answer: what arrives is discarded
+	discarded  int    // bytes discarded since; see maxDiscard
 	watched    bool   // in the epoll set
 }
 
-// acceptBatch is how many connections one report of the listening socket
-// accepts, so that a crowd connecting cannot starve those already held.
-const acceptBatch = 64
+const (
+	// acceptBatch is how many connections one report of the listening
+	// socket accepts, so that a crowd connecting cannot starve those held.
+	acceptBatch = 64
+	// maxDiscard bounds what a held connection may send: a client that
+	// streams a body at loopback speed would cost a read per report for
+	// all of holdTimeout.
+	maxDiscard = 256 << 10
+)
 
 // run waits for the epoll set's reports or the first deadline, acts on
 // each, and closes what is past its deadline; once Serve stops accepting,
@@ -199,8 +206,8 @@ func (l *loop) admit(fd int, now int64) error {
 func (l *loop) readable(c *conn, now int64) error {
 	if c.answered { // discarded in the kernel, never copied, never parsed
 		n, _, err := syscall.Recvfrom(int(c.fd), l.scratch, syscall.MSG_TRUNC)
-		if !wouldBlock(err) && (err != nil || n == 0) {
-			l.drop(c) // the client's close, or a reset
+		if c.discarded += max(n, 0); !wouldBlock(err) && (err != nil || n == 0) || c.discarded > maxDiscard {
+			l.drop(c) // the client's close, a reset, or a stream
 		}
 		return nil
 	}

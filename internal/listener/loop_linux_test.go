@@ -127,16 +127,27 @@ func TestHoldEndsAtTheClientsClose(t *testing.T) {
 
 // TestHoldDiscardsWhatArrives: what a held client sends is read and
 // discarded, never parsed: a request sent then is not answered, and a
-// megabyte of body costs the connection nothing it keeps.
+// body up to maxDiscard is held to the end of the hold; past it, the
+// connection is let go at once.
 func TestHoldDiscardsWhatArrives(t *testing.T) {
 	s := serveTest(t, 0)
-	c := dialSending(t, s.addr, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n")
-	readAnswer(t, c)
-	answered := time.Now()
-	_, err := c.Write([]byte(probe + strings.Repeat("x", 1<<20)))
-	require.NoError(t, err)
-	closedAfter(t, c, answered, holdTimeout+time.Second)
-	assert.Equal(t, int64(1), s.answered.Load(), "one answer")
+	for _, tc := range []struct {
+		body  int
+		until time.Duration
+	}{{maxDiscard - len(probe), holdTimeout}, {4 * maxDiscard, 0}} {
+		c := dialSending(t, s.addr, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n")
+		readAnswer(t, c)
+		answered := time.Now()
+		_, err := c.Write([]byte(probe + strings.Repeat("x", tc.body)))
+		if tc.until == 0 { // let go mid-stream: a reset is fine
+			assert.True(t, probetest.ClosedWithin(c, holdTimeout/2), "let go past maxDiscard")
+			continue
+		}
+		require.NoError(t, err)
+		took := closedAfter(t, c, answered, holdTimeout+time.Second)
+		assert.GreaterOrEqual(t, took, holdTimeout-100*time.Millisecond)
+	}
+	assert.Equal(t, int64(2), s.answered.Load(), "one answer each")
 }
 
 // TestEvictsTheOldestWhenFull: at the bound, a newcomer closes the

@@ -11,6 +11,3 @@ import (
 func serve(ctx context.Context, ln net.Listener, opts Options, limit int) error {
 	return serveHTTP(ctx, ln, opts, limit)
 }
-
-// Listen binds addr over TCP.
-func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
