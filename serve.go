@@ -48,12 +48,15 @@ func (e *addrInUseError) Error() string {
 
 func (e *addrInUseError) Unwrap() error { return e.err }
 
-// Serve serves Handler on ln, which it owns, until ctx is done, then shuts
-// down within 5 s and returns nil, or an error when ln fails on its own. It
-// returns once every connection and goroutine of its own has ended; its log
-// lines go through the Server's queue (NewServer), so the last may follow.
-// A nil ln is an error unless the config is disabled (a non-nil one is
-// served even then). What a connection may hold is bounded (README, Limits).
+// Serve serves Handler's answers on ln until ctx is done, then stops
+// accepting, lets each connection it holds reach its end (4 s at most) and
+// returns nil, or an error once ln fails on its own. It owns ln, which is
+// Listen's or another *net.TCPListener: on Linux it accepts on the socket
+// itself. It returns once every connection and goroutine of its own has
+// ended; its log lines go through the Server's queue (NewServer), so the
+// last may follow. A nil ln is an error unless the config is disabled (a
+// non-nil one is served even then). What a connection may hold is bounded
+// (README, Limits).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		if !s.cfg.IsEnabled() {

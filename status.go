@@ -116,12 +116,9 @@ func (c clockReading) at(sinceEpoch time.Duration) time.Time {
 // than 10 s before it; Evicted, a counter, still shows it.
 const pressureWindow = 10 * time.Second
 
-// ConnStatus is Serve's connections, summed over Serve calls. Held counts
-// net/http's goroutines: on Linux a connection waiting for its header, or
-// held after its answer as net/http would hold it, costs none and is not
-// Held.
+// ConnStatus is Serve's connections, summed over Serve calls.
 type ConnStatus struct {
-	Held     int    // connections held now (counted until their goroutines end)
+	Held     int    // connections held now: waiting for a whole header, or held after their answer
 	Limit    int    // the bound on Held (Server.Serve); 0 when Serve is not running
 	Accepted uint64 // connections accepted since Serve began
 	Evicted  uint64 // of those, closed to make room: a local flood's signature
