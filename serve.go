@@ -49,7 +49,7 @@ func (e *addrInUseError) Error() string {
 func (e *addrInUseError) Unwrap() error { return e.err }
 
 // Serve serves Handler's answers on ln until ctx is done, then stops
-// accepting, lets each connection it holds reach its end (4 s at most) and
+// accepting, lets each connection it holds reach its end (within 5 s) and
 // returns nil, or an error once ln fails on its own. It owns ln, which is
 // Listen's or another *net.TCPListener: on Linux it accepts on the socket
 // itself. It returns once every connection and goroutine of its own has
