@@ -14,20 +14,20 @@ const (
 	answer431 = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 36\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large\n"
 )
 
-// answerWriter writes the caller's answers, in a buffer of its own that
-// each answer reuses.
-type answerWriter struct {
+// encoder makes the bytes of the caller's answers, in a buffer of its own
+// that each reuses.
+type encoder struct {
 	out        []byte
 	date       []byte // the Date value of dateSecond; nil before the first
 	dateSecond int64
 }
 
-// write returns resp as the answer to req, valid until the next call: to a
+// encode returns resp as the answer to req, valid until the next call: to a
 // probe, net/http's bytes but the Date value. It says "Connection: close"
 // to HTTP/1.1 (keep-alive is off; to HTTP/1.0 that goes without saying),
 // and to a client that may still send, in either version, as what it
 // sends next is never read as a request. HEAD keeps the Content-Length.
-func (w *answerWriter) write(req *request, resp *Response, now time.Time) []byte {
+func (w *encoder) encode(req *request, resp *Response, now time.Time) []byte {
 	b := w.out[:0]
 	if req.http10 {
 		b = append(b, "HTTP/1.0 "...)
@@ -53,7 +53,7 @@ func (w *answerWriter) write(req *request, resp *Response, now time.Time) []byte
 }
 
 // dateOf returns now as net/http writes a Date, formatted once a second.
-func (w *answerWriter) dateOf(now time.Time) []byte {
+func (w *encoder) dateOf(now time.Time) []byte {
 	if s := now.Unix(); s != w.dateSecond || w.date == nil {
 		w.date = now.UTC().AppendFormat(w.date[:0], http.TimeFormat)
 		w.dateSecond = s

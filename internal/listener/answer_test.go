@@ -25,14 +25,14 @@ func TestAnswerWriter(t *testing.T) {
 	} {
 		req, ok := parseRequest([]byte(tc.raw))
 		require.True(t, ok, tc.name)
-		assert.Equal(t, tc.want, string((&answerWriter{}).write(&req, okResponse, now)), tc.name)
+		assert.Equal(t, tc.want, string((&encoder{}).encode(&req, okResponse, now)), tc.name)
 	}
 }
 
 // TestAnswerWriterDate: the Date is formatted once a second, and the next
 // second's is new.
 func TestAnswerWriterDate(t *testing.T) {
-	w := &answerWriter{}
+	w := &encoder{}
 	now := time.Date(2026, 12, 6, 7, 8, 9, 0, time.UTC)
 	assert.Equal(t, "Sun, 06 Dec 2026 07:08:09 GMT", string(w.dateOf(now)))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { w.dateOf(now.Add(999 * time.Millisecond)) }))
@@ -42,10 +42,10 @@ func TestAnswerWriterDate(t *testing.T) {
 // TestAnswerAllocatesNothing: a probe's answer is written into the
 // writer's own buffer.
 func TestAnswerAllocatesNothing(t *testing.T) {
-	w := &answerWriter{}
+	w := &encoder{}
 	req, _ := parseRequest([]byte("GET /x HTTP/1.1\r\nHost: x\r\n\r\n"))
 	now := time.Now()
-	assert.Zero(t, testing.AllocsPerRun(100, func() { w.write(&req, okResponse, now) }))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { w.encode(&req, okResponse, now) }))
 }
 
 // TestConstantAnswers: the listener's own answers are well-formed HTTP,
@@ -68,10 +68,10 @@ func TestConstantAnswers(t *testing.T) {
 // its system calls: the header parsed and the answer written.
 func BenchmarkProbeAnswer(b *testing.B) {
 	raw := []byte("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1:9101\r\nUser-Agent: kube-probe/1.31\r\nAccept: */*\r\nConnection: close\r\n\r\n")
-	var w answerWriter
+	var w encoder
 	b.ReportAllocs()
 	for b.Loop() {
 		req, _ := parseRequest(raw[:headerEnd(raw, 0)])
-		w.write(&req, okResponse, time.Now())
+		w.encode(&req, okResponse, time.Now())
 	}
 }

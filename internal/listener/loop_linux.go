@@ -68,7 +68,7 @@ type loop struct {
 	gen            uint32  // the last conn's generation
 	events         []syscall.EpollEvent
 	scratch        []byte // takes every read: a whole header is answered from here
-	answers        answerWriter
+	encoder        encoder
 	failed         error // the listening socket's own failure
 	fullLog, fdLog logGate
 }
@@ -228,7 +228,7 @@ func (l *loop) readable(c *conn, now int64) error {
 	case end >= 0:
 		return l.respond(c, head[:end], now)
 	case len(head) > maxHeader:
-		return l.answer(c, []byte(answer431), true, now)
+		return l.send(c, []byte(answer431), true, now)
 	case seen == 0:
 		c.buf = append([]byte(nil), head...)
 	}
@@ -240,24 +240,24 @@ func (l *loop) readable(c *conn, now int64) error {
 func (l *loop) respond(c *conn, header []byte, now int64) error {
 	req, ok := parseRequest(header)
 	if !ok {
-		return l.answer(c, []byte(answer400), true, now)
+		return l.send(c, []byte(answer400), true, now)
 	}
 	// The strings are header's bytes, which nothing changes until the
 	// AnswerFunc returns, and which it does not keep.
 	resp := l.opts.Answer(unsafe.String(unsafe.SliceData(req.method), len(req.method)),
 		unsafe.String(unsafe.SliceData(req.path), len(req.path)),
 		unsafe.String(unsafe.SliceData(req.rawQuery), len(req.rawQuery)))
-	return l.answer(c, l.answers.write(&req, resp, time.Now()), req.mayStillSend, now)
+	return l.send(c, l.encoder.encode(&req, resp, time.Now()), req.mayStillSend, now)
 }
 
-// answer writes b to c and closes it, or, for a client that may still be
+// send writes b to c and closes it, or, for a client that may still be
 // sending, holds it, discarding what arrives, until the client closes or
 // holdTimeout has passed since the answer: a close over bytes unread would
 // be a reset, which can destroy the answer in flight, and a FIN first
 // would tell a flooding client to reconnect at once. One write that does
 // not wait takes a few hundred bytes into an empty send buffer; what a
 // client's window leaves unsent is dropped, as a write timeout would.
-func (l *loop) answer(c *conn, b []byte, hold bool, now int64) error {
+func (l *loop) send(c *conn, b []byte, hold bool, now int64) error {
 	_, _ = syscall.Write(int(c.fd), b)
 	if !hold {
 		l.drop(c)

@@ -10,7 +10,7 @@ type request struct {
 	// mayStillSend: the header declares a body (a Content-Length above 0,
 	// a Transfer-Encoding) or has an Expect. The body is never read as
 	// one: the answer says "Connection: close", and the connection is held
-	// (loop.answer).
+	// (loop.send).
 	mayStillSend bool
 }
 
