@@ -280,21 +280,23 @@ func TestCoresBusy(t *testing.T) {
 
 // The child processes' lines round-trip through their parsers.
 func TestResultLines(t *testing.T) {
-	sr := serverResult{goroutines: 293, rssKiB: 17920, heapKiB: 1126, shutdownMs: 12.5, cores: 0.671, evictions: 3906.5}
+	sr := serverResult{goroutines: 293, rssKiB: 17920, heapKiB: 1126, logLines: 12, shutdownMs: 12.5, cores: 0.671, evictions: 3906.5}
 	line, ok := strings.CutPrefix(sr.String(), "result ")
 	require.True(t, ok)
-	assert.Contains(t, line, " rss_kib=17920 heap_kib=1126 ")
+	assert.Equal(t, "goroutines=293 rss_kib=17920 heap_kib=1126 log_lines=12 shutdown_ms=12.5 cpu_cores=0.671 evictions_per_s=3906.5", line)
 	got, err := parseServerResult(line)
 	require.NoError(t, err)
 	assert.Equal(t, sr, got)
-	assert.Equal(t, "17.5 MiB | 1.1 MiB | 293 | 0.67 | 3906 | 12 ms", strings.Join(serverCells(&got), " | "))
-	got, err = parseServerResult("goroutines=5 rss_kib=6000 heap_kib=-1 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0")
+	assert.Equal(t, "17.5 MiB | 1.1 MiB | 293 | 12 | 0.67 | 3906 | 12 ms", strings.Join(serverCells(&got), " | "))
+	got, err = parseServerResult("goroutines=5 rss_kib=6000 heap_kib=-1 log_lines=0 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0")
 	require.NoError(t, err)
 	assert.EqualValues(t, -1, got.heapKiB)
 	assert.Equal(t, "n/a", formatCores(got.cores))
-	assert.Equal(t, "5.9 MiB | n/a | 5 | n/a | n/a | 0 ms", strings.Join(serverCells(&got), " | "))
-	// Older children, without the live heap or more: refused, not misread.
+	assert.Equal(t, "5.9 MiB | n/a | 5 | 0 | n/a | n/a | 0 ms", strings.Join(serverCells(&got), " | "))
+	assert.Equal(t, "n/a | n/a | n/a | n/a | n/a | n/a | n/a", strings.Join(serverCells(nil), " | "))
+	// Older children, without the log lines or more: refused, not misread.
 	for _, old := range []string{
+		"goroutines=5 rss_kib=6000 heap_kib=-1 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0",
 		"goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=-1.000 evictions_per_s=-1.0",
 		"goroutines=5 rss_kib=6000 shutdown_ms=0.4 cpu_cores=0.5",
 	} {

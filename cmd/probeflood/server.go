@@ -6,8 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -73,7 +71,8 @@ func runServer(args []string) error {
 			return err
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var logLines atomic.Int64
+	logger := slog.New(countingHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), n: &logLines})
 	srv := health.NewServer(health.Config{Listen: "127.0.0.1:0"}, logger)
 	srv.SetRegistered()
 	srv.SetDataPlaneReady()
@@ -90,7 +89,7 @@ func runServer(args []string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	if *serverKind == serverPlain {
-		go func() { served <- servePlain(ctx, srv.Handler(), ln) }()
+		go func() { served <- servePlain(ctx, srv.Handler(), ln, &logLines) }()
 	} else {
 		go func() { served <- srv.Serve(ctx, ln) }()
 	}
@@ -157,16 +156,16 @@ func runServer(args []string) error {
 	if heapKiB > 0 {
 		heapKiB >>= 10
 	}
-	fmt.Println(serverResult{goroutines: peak.Load(), rssKiB: peakRSSKiB(), heapKiB: heapKiB, shutdownMs: float64(shutdown.Microseconds()) / 1000, cores: coresBusy(start, end), evictions: evictions})
+	fmt.Println(serverResult{goroutines: peak.Load(), rssKiB: peakRSSKiB(), heapKiB: heapKiB, logLines: logLines.Load(), shutdownMs: float64(shutdown.Microseconds()) / 1000, cores: coresBusy(start, end), evictions: evictions})
 	return nil
 }
 
 // servePlain serves h on ln with a plain http.Server and the package's
 // timeouts and header cap, keep-alive off, until ctx is done; then it shuts
 // down within 5 s, as Serve does, and closes what is still open. Its error
-// log is discarded: at a low descriptor limit net/http logs every accept
-// retry, and the comparison is about probes, not log lines.
-func servePlain(ctx context.Context, h http.Handler, ln net.Listener) error {
+// log is counted in logLines but not written: at a low descriptor limit
+// net/http logs every accept retry, which would bury the table.
+func servePlain(ctx context.Context, h http.Handler, ln net.Listener, logLines *atomic.Int64) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 2 * time.Second,
@@ -174,7 +173,7 @@ func servePlain(ctx context.Context, h http.Handler, ln net.Listener) error {
 		WriteTimeout:      2 * time.Second,
 		IdleTimeout:       2 * time.Second,
 		MaxHeaderBytes:    4096,
-		ErrorLog:          log.New(io.Discard, "", 0),
+		ErrorLog:          slog.NewLogLogger(countingHandler{Handler: slog.DiscardHandler, n: logLines}, slog.LevelError),
 	}
 	srv.SetKeepAlivesEnabled(false)
 	served := make(chan error, 1)
@@ -193,6 +192,37 @@ func servePlain(ctx context.Context, h http.Handler, ln net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// countingHandler counts the lines of WARN and above logged through it,
+// whether or not its Handler writes them (plain's is a discard): a flood
+// that makes the server log on and on is a cost of its own, which the
+// rows report.
+type countingHandler struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h countingHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn || h.Handler.Enabled(ctx, level)
+}
+
+func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		h.n.Add(1)
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h countingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return countingHandler{Handler: h.Handler.WithAttrs(attrs), n: h.n}
+}
+
+func (h countingHandler) WithGroup(name string) slog.Handler {
+	return countingHandler{Handler: h.Handler.WithGroup(name), n: h.n}
 }
 
 // liveHeap samples the live heap without costing the server what it
@@ -223,6 +253,7 @@ type serverResult struct {
 	goroutines int64   // peak
 	rssKiB     int64   // peak, VmHWM
 	heapKiB    int64   // peak live heap (see liveHeap); negative when not measured
+	logLines   int64   // lines of WARN and above over the whole run (see countingHandler)
 	shutdownMs float64 // from the cancel to the server's return
 	cores      float64 // CPU busy between the marks, in cores; negative when not measured
 	// evictions is how many connections a second Serve closed to make
@@ -232,13 +263,13 @@ type serverResult struct {
 }
 
 func (r serverResult) String() string {
-	return fmt.Sprintf("result goroutines=%d rss_kib=%d heap_kib=%d shutdown_ms=%.1f cpu_cores=%.3f evictions_per_s=%.1f", r.goroutines, r.rssKiB, r.heapKiB, r.shutdownMs, r.cores, r.evictions)
+	return fmt.Sprintf("result goroutines=%d rss_kib=%d heap_kib=%d log_lines=%d shutdown_ms=%.1f cpu_cores=%.3f evictions_per_s=%.1f", r.goroutines, r.rssKiB, r.heapKiB, r.logLines, r.shutdownMs, r.cores, r.evictions)
 }
 
 // parseServerResult reads a result line, without its "result " prefix.
 func parseServerResult(s string) (serverResult, error) {
 	var r serverResult
-	if _, err := fmt.Sscanf(s, "goroutines=%d rss_kib=%d heap_kib=%d shutdown_ms=%f cpu_cores=%f evictions_per_s=%f", &r.goroutines, &r.rssKiB, &r.heapKiB, &r.shutdownMs, &r.cores, &r.evictions); err != nil {
+	if _, err := fmt.Sscanf(s, "goroutines=%d rss_kib=%d heap_kib=%d log_lines=%d shutdown_ms=%f cpu_cores=%f evictions_per_s=%f", &r.goroutines, &r.rssKiB, &r.heapKiB, &r.logLines, &r.shutdownMs, &r.cores, &r.evictions); err != nil {
 		return r, fmt.Errorf("server result %q: %w", s, err)
 	}
 	return r, nil

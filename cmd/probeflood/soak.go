@@ -108,7 +108,7 @@ func runSoak(d time.Duration, server, addr string, cpus float64) (err error) {
 	}
 	healthz, readyz, p50, p99, passed := probeCells(results, soakBar)
 	fmt.Println()
-	fmt.Println(tableHead("/healthz ok", "/readyz ok", "p50", "p99", "attacker connects/s", "server peak RSS", "server peak live heap", "server peak goroutines", "server CPU (cores busy)", "server evictions/s", "Serve returned after cancel", "bar"))
+	fmt.Println(tableHead("/healthz ok", "/readyz ok", "p50", "p99", "attacker connects/s", "server peak RSS", "server peak live heap", "server peak goroutines", "server log lines (WARN+)", "server CPU (cores busy)", "server evictions/s", "Serve returned after cancel", "bar"))
 	fmt.Printf("| %s | %s | %s | %s | %.0f | %s | %s |\n", healthz, readyz, p50, p99, ar.rate(), strings.Join(serverCells(&res), " | "), barCell(soakBar, passed))
 	if !passed {
 		return errors.New("the soak fell below its bar")

@@ -29,7 +29,7 @@ func loadColumns(both bool) []string {
 	}
 	cols = append(cols, "/healthz ok", "/readyz ok", "p50", "p99", "attacker connects/s", "attacker connects failed",
 		"kernel: accept queue overflows / SYN queue full (cookies, drops)",
-		"server peak RSS", "server peak live heap", "server peak goroutines", "server CPU (cores busy)")
+		"server peak RSS", "server peak live heap", "server peak goroutines", "server log lines (WARN+)", "server CPU (cores busy)")
 	if both {
 		cols = append(cols, "health's CPU ÷ plain's")
 	}
@@ -47,11 +47,11 @@ func formatRow(r loadResult, both bool, ratio string) string {
 		fmt.Sprintf("%.0f", r.attack.rate()), fmt.Sprint(r.attack.dialErrors),
 		fmt.Sprintf("%d / %d, %d", r.kernel.listenOverflows, r.kernel.synQueueCookies, r.kernel.synQueueDrops))
 	srv := serverCells(r.srv)
-	cells = append(cells, srv[:4]...) // RSS, live heap, goroutines, CPU
+	cells = append(cells, srv[:5]...) // RSS, live heap, goroutines, log lines, CPU
 	if both {
 		cells = append(cells, ratio)
 	}
-	cells = append(cells, srv[4:]...)
+	cells = append(cells, srv[5:]...)
 	cells = append(cells, barCell(r.bar, r.passed))
 	return "| " + strings.Join(cells, " | ") + " |"
 }
@@ -72,11 +72,11 @@ func cpuRatio(health, plain *serverResult) string {
 }
 
 // serverCells formats the server's peak RSS, peak live heap, peak
-// goroutines, CPU, evictions a second and shutdown time; n/a for each
-// when r is nil, and for a figure not measured.
+// goroutines, log lines, CPU, evictions a second and shutdown time; n/a
+// for each when r is nil, and for a figure not measured.
 func serverCells(r *serverResult) []string {
 	if r == nil {
-		return []string{"n/a", "n/a", "n/a", "n/a", "n/a", "n/a"}
+		return []string{"n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a"}
 	}
 	heap, evictions := "n/a", "n/a"
 	if r.heapKiB >= 0 {
@@ -85,7 +85,7 @@ func serverCells(r *serverResult) []string {
 	if r.evictions >= 0 {
 		evictions = fmt.Sprintf("%.0f", r.evictions)
 	}
-	return []string{fmt.Sprintf("%.1f MiB", float64(r.rssKiB)/1024), heap, fmt.Sprint(r.goroutines), formatCores(r.cores), evictions, fmt.Sprintf("%.0f ms", r.shutdownMs)}
+	return []string{fmt.Sprintf("%.1f MiB", float64(r.rssKiB)/1024), heap, fmt.Sprint(r.goroutines), fmt.Sprint(r.logLines), formatCores(r.cores), evictions, fmt.Sprintf("%.0f ms", r.shutdownMs)}
 }
 
 // tableHead returns a markdown table's header row and the delimiter row

@@ -17,7 +17,7 @@ func sampleResult(server string, cores float64, passed bool) loadResult {
 		passed: passed, bar: 0.999,
 		attack: attackResult{dials: 1000, seconds: 10, dialErrors: 3},
 		kernel: kernelCounters{listenOverflows: 1, synQueueCookies: 2, synQueueDrops: 4},
-		srv:    &serverResult{goroutines: 260, rssKiB: 17510, heapKiB: 2150, shutdownMs: 5, cores: cores, evictions: 17276},
+		srv:    &serverResult{goroutines: 260, rssKiB: 17510, heapKiB: 2150, logLines: 3, shutdownMs: 5, cores: cores, evictions: 17276},
 	}
 }
 
@@ -40,12 +40,12 @@ func TestLoadTableShape(t *testing.T) {
 
 // One server: the row as it always was.
 func TestFormatRowOneServer(t *testing.T) {
-	assert.Equal(t, "| 15. load 1, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 0.25 | 17276 | 5 ms | ≥ 99.9%: pass |",
+	assert.Equal(t, "| 15. load 1, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.25 | 17276 | 5 ms | ≥ 99.9%: pass |",
 		formatRow(sampleResult(serverHealth, 0.25, true), false, "ignored"))
 	// Started elsewhere (-addr): every server cell n/a.
 	r := sampleResult(serverHealth, 0, false)
 	r.srv = nil
-	assert.Equal(t, "| 15. load 1, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | n/a | n/a | n/a | n/a | n/a | n/a | ≥ 99.9%: FAIL |",
+	assert.Equal(t, "| 15. load 1, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | ≥ 99.9%: FAIL |",
 		formatRow(r, false, ""))
 }
 
@@ -55,13 +55,13 @@ func TestFormatBoth(t *testing.T) {
 	out := formatBoth(sampleResult(serverHealth, 0.24, true), sampleResult(serverPlain, 0.06, false))
 	rows := strings.Split(out, "\n")
 	require.Len(t, rows, 2)
-	assert.Equal(t, "| 15. load 1, server at 0.25 cores | health | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 0.24 | 4.0× | 17276 | 5 ms | ≥ 99.9%: pass |", rows[0])
-	assert.Equal(t, "| 15. load 1, server at 0.25 cores | plain | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 0.06 | — | 17276 | 5 ms | ≥ 99.9%: FAIL |", rows[1])
+	assert.Equal(t, "| 15. load 1, server at 0.25 cores | health | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.24 | 4.0× | 17276 | 5 ms | ≥ 99.9%: pass |", rows[0])
+	assert.Equal(t, "| 15. load 1, server at 0.25 cores | plain | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.06 | — | 17276 | 5 ms | ≥ 99.9%: FAIL |", rows[1])
 	// The ratio lines up under its column.
 	cols := loadColumns(true)
 	cells := strings.Split(strings.Trim(rows[0], "| "), " | ")
 	require.Len(t, cells, len(cols))
-	for i, want := range map[string]string{"server": "health", "server peak RSS": "17.1 MiB", "server peak live heap": "2.1 MiB", "server peak goroutines": "260", "server CPU (cores busy)": "0.24", "health's CPU ÷ plain's": "4.0×", "bar": "≥ 99.9%: pass"} {
+	for i, want := range map[string]string{"server": "health", "server peak RSS": "17.1 MiB", "server peak live heap": "2.1 MiB", "server peak goroutines": "260", "server log lines (WARN+)": "3", "server CPU (cores busy)": "0.24", "health's CPU ÷ plain's": "4.0×", "bar": "≥ 99.9%: pass"} {
 		idx := indexOf(cols, i)
 		require.GreaterOrEqual(t, idx, 0, i)
 		assert.Equal(t, want, cells[idx], i)
