@@ -4,18 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshnode/health"
-	"github.com/meshnode/health/internal/hostile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,170 +25,6 @@ func TestRequireLoopback(t *testing.T) {
 	for _, addr := range []string{"10.0.0.1:9101", "192.168.1.1:9101", "localhost:9101", "example.org:80", "[::]:9101", "0.0.0.0:9101", "9101", ""} {
 		assert.Error(t, requireLoopback(addr), addr)
 	}
-}
-
-func TestSelectLoads(t *testing.T) {
-	custom := load{clients: counts{"slowloris": 10, "idle": 20, "churn": -1}, serverNofile: 512, probeDelay: 5 * time.Millisecond}
-	loads, err := selectLoads("4, 1,custom", custom, 0)
-	require.NoError(t, err)
-	require.Len(t, loads, 3)
-	assert.Equal(t, 4, loads[0].id)
-	assert.Equal(t, 1, loads[1].id)
-	assert.Equal(t, "custom: 10 slowloris + 20 idle + churn (one loop per core), server fd limit 512, probe delay 5ms", loads[2].name)
-	assert.Equal(t, 20, loads[2].clients["idle"])
-
-	custom.clients["options"] = 5
-	custom.clients["noread"] = 7
-	loads, err = selectLoads("custom", custom, 0)
-	require.NoError(t, err)
-	assert.Equal(t, "custom: 10 slowloris + 20 idle + churn (one loop per core) + 5 options + 7 noread, server fd limit 512, probe delay 5ms", loads[0].name)
-
-	_, err = selectLoads("22", custom, 0)
-	assert.EqualError(t, err, `-load: no load "22" (have 1 to 21, and custom)`)
-	custom.clients["idle"] = -1
-	_, err = selectLoads("custom", custom, 0)
-	assert.EqualError(t, err, "-idle -1: want a count of 0 or more (-1, one loop per core, is for the kinds that loop)")
-}
-
-// The default runs every load, and the loads are numbered 1, 2, ... in
-// order, so that -load N is the table's row N.
-func TestAllLoads(t *testing.T) {
-	loads, err := selectLoads(allLoadIDs(), load{}, 0)
-	require.NoError(t, err)
-	require.Len(t, loads, 21)
-	for i, l := range loads {
-		assert.Equal(t, i+1, l.id)
-		assert.NotEmpty(t, l.name)
-		assert.NotEmpty(t, l.clients, l.name)
-		assert.NoError(t, l.clients.check(), l.name)
-		assert.Positive(t, l.bar, "%s: every load has a bar", l.name)
-	}
-	// Loads 1 to 10 are as they were, but for the kinds the mix gained.
-	assert.Equal(t, counts{"slowloris": 1000, "idle": 1000}, loads[0].clients)
-	assert.Equal(t, 1024, loads[1].serverNofile)
-	assert.Equal(t, counts{"churn": -1}, loads[2].clients)
-	assert.Equal(t, 20*time.Millisecond, loads[3].probeDelay)
-	assert.Equal(t, 0.99, loads[3].bar)
-	assert.Equal(t, counts{"slowloris": 5000, "idle": 5000}, loads[4].clients)
-	assert.Equal(t, 0.999, loads[4].bar)
-	assert.Equal(t, counts{"options": 2000}, loads[5].clients)
-	assert.Equal(t, counts{"bigheader": 2000}, loads[6].clients)
-	assert.Equal(t, counts{"hugebody": 2000}, loads[7].clients)
-	assert.Equal(t, hostileMix, loads[8].clients)
-	assert.Equal(t, 128, loads[9].serverNofile)
-	assert.Equal(t, counts{"slowloris": 1000, "idle": 1000}, loads[9].clients)
-	for _, l := range loads[4:10] {
-		assert.Equal(t, 0.999, l.bar, l.name)
-	}
-	// The SYN-cookie loads and the queue of complete requests.
-	for _, l := range loads[10:12] {
-		assert.Equal(t, counts{"idle": 8000, "churn": 8}, l.clients, l.name)
-		assert.Equal(t, 20*time.Millisecond, l.probeDelay, l.name)
-	}
-	assert.Zero(t, loads[10].serverNofile)
-	assert.Equal(t, 0.999, loads[10].bar)
-	assert.Equal(t, 128, loads[11].serverNofile)
-	assert.Equal(t, 0.90, loads[11].bar)
-	assert.Equal(t, counts{"maxrequest": 4000}, loads[12].clients)
-	assert.Equal(t, 0.999, loads[12].bar)
-	assert.Equal(t, counts{"maxrequest": 6000}, loads[13].clients)
-	assert.Equal(t, 0.97, loads[13].bar)
-	// Under a CPU limit: load 1 at 0.25 and 0.05 cores, the hostile mix at
-	// 0.25; no load before them has one.
-	for _, l := range loads[:14] {
-		assert.Zero(t, l.cpus, l.name)
-	}
-	for i, want := range []struct {
-		clients counts
-		cpus    float64
-	}{{loads[0].clients, 0.25}, {loads[0].clients, 0.05}, {hostileMix, 0.25}} {
-		l := loads[14+i]
-		assert.Equal(t, want.clients, l.clients, l.name)
-		assert.Equal(t, want.cpus, l.cpus, l.name)
-		assert.Equal(t, 0.999, l.bar, l.name)
-		assert.Zero(t, l.serverNofile, l.name)
-		assert.Zero(t, l.probeDelay, l.name)
-	}
-	// GET /healthz with one thing a probe never sends, each alone, as
-	// loads 6 to 8 are, and none in a load before them.
-	for i, kind := range []string{"getexpect", "gettrickle", "gethugebody"} {
-		l := loads[17+i]
-		assert.Equal(t, counts{kind: 2000}, l.clients, l.name)
-		assert.True(t, strings.HasPrefix(l.name, "2,000 GET /healthz "), l.name)
-		assert.Equal(t, 0.999, l.bar, l.name)
-		assert.Zero(t, l.serverNofile, l.name)
-		assert.Zero(t, l.probeDelay, l.name)
-		assert.Zero(t, l.cpus, l.name)
-	}
-}
-
-// -load 18,19,20 selects the three, each with its own kind, which the
-// attack child's flags carry; with -server both each runs against health,
-// then plain.
-func TestSelectGETLoads(t *testing.T) {
-	loads, err := selectLoads("18,19,20", load{}, 0)
-	require.NoError(t, err)
-	require.Len(t, loads, 3)
-	for i, l := range loads {
-		assert.Equal(t, 18+i, l.id)
-		assert.NoError(t, l.clients.check(), l.name)
-	}
-	first, _ := loadsLimit(loads, 0)
-	assert.Zero(t, first, "no CPU limit, so no cgroup to make")
-	fs, f := attackFlags()
-	require.NoError(t, fs.Parse(attackArgs("127.0.0.1:9101", loads[1].clients, time.Minute)[2:]))
-	assert.Equal(t, counts{"gettrickle": 2000}, f.clients)
-}
-
-// -cpus limits every load without a limit of its own, and says so in its
-// name; loads 15 to 17 keep theirs.
-func TestSelectLoadsCPUs(t *testing.T) {
-	custom := load{clients: counts{"idle": 20}}
-	loads, err := selectLoads("1,16,custom", custom, 0.5)
-	require.NoError(t, err)
-	require.Len(t, loads, 3)
-	assert.Equal(t, 0.5, loads[0].cpus)
-	assert.Equal(t, "1,000 slowloris + 1,000 idle, server at 0.5 cores (-cpus)", loads[0].name)
-	assert.Equal(t, 0.05, loads[1].cpus)
-	assert.Equal(t, "load 1, server at 0.05 cores", loads[1].name)
-	assert.Equal(t, 0.5, loads[2].cpus)
-	assert.Equal(t, "custom: 20 idle, server fd limit 0, probe delay 0s, server at 0.5 cores", loads[2].name)
-	assert.Zero(t, allLoads[0].cpus, "the table itself is left as it is")
-	assert.Equal(t, "1,000 slowloris + 1,000 idle", allLoads[0].name)
-
-	loads, err = selectLoads("1,custom", custom, 0)
-	require.NoError(t, err)
-	assert.Zero(t, loads[0].cpus)
-	assert.Zero(t, loads[1].cpus)
-	assert.Equal(t, "custom: 20 idle, server fd limit 0, probe delay 0s", loads[1].name)
-}
-
-// docs/load.md quotes the table -loads prints, so that the loads are
-// listed once, here.
-func TestLoadsTableInDocs(t *testing.T) {
-	var table strings.Builder
-	writeLoads(&table)
-	doc, err := os.ReadFile("../../docs/load.md")
-	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(doc), "go run ./cmd/probeflood -loads"), "docs/load.md names the command")
-	assert.True(t, strings.Contains(string(doc), table.String()), "docs/load.md quotes the output of probeflood -loads:\n%s", &table)
-	for _, l := range allLoads {
-		assert.Contains(t, table.String(), fmt.Sprintf("| %d | %s |", l.id, l.name))
-	}
-}
-
-// The hostile mix runs every hostile kind, and maxrequest, which is not
-// one, only in its own loads.
-func TestHostileMix(t *testing.T) {
-	for _, k := range hostile.Clients() {
-		assert.NotZero(t, hostileMix[k.Name], k.Name)
-	}
-	assert.Len(t, hostileMix, len(hostile.Clients()))
-	assert.Zero(t, hostileMix["maxrequest"])
-	assert.Equal(t, -1, hostileMix["churn"], "one churn loop per core")
-	assert.NoError(t, hostileMix.check())
-	assert.Equal(t, 4200, hostileMix.clients())
-	assert.Contains(t, allLoads[8].name, "4,200 clients + loops")
 }
 
 func TestKinds(t *testing.T) {

@@ -52,7 +52,7 @@ func runLoads(spec string, custom load, d time.Duration, addr, server string, cp
 	if cg != nil {
 		target += "; CPU limits: " + cg.String()
 	}
-	fmt.Printf("probeflood: %s; %d s of probes per load, a probe to each endpoint every %v, timeout %v\n\n", target, int(d.Seconds()), probeEvery, probeTimeout)
+	fmt.Printf("probeflood: %s; %d s of probes per load, a probe to each endpoint every %v, timeout %v; every attacker reconnects as soon as the server closes or answers it\n\n", target, int(d.Seconds()), probeEvery, probeTimeout)
 	fmt.Println(tableHead(loadColumns(both)...))
 	failed := false
 	for _, l := range loads {
@@ -85,7 +85,7 @@ func needsOwnServer(loads []load, server string) error {
 	}
 	for _, l := range loads {
 		if l.cpus > 0 {
-			return fmt.Errorf("load %s runs the server under a CPU limit of %v cores, so it starts the server itself: leave -addr out", loadID(l), l.cpus)
+			return fmt.Errorf("load %s runs the server under a CPU limit of %v cores, so it starts the server itself: leave -addr out", l.id, l.cpus)
 		}
 	}
 	return nil
@@ -98,7 +98,7 @@ func loadsLimit(loads []load, flagCPUs float64) (first float64, what string) {
 	for _, l := range loads {
 		if l.cpus > 0 {
 			first = cmp.Or(first, l.cpus)
-			ids = append(ids, loadID(l))
+			ids = append(ids, l.id)
 		}
 	}
 	what = "the CPU limit of load " + strings.Join(ids, ", ")
@@ -126,14 +126,6 @@ func cpuCgroupFor(cores float64, what string) (*cpuCgroup, func() error, error) 
 	}
 	stop := cg.removeOnSignal()
 	return cg, func() error { stop(); return cg.remove() }, nil
-}
-
-// loadID is how a message names a load: its number, or custom.
-func loadID(l load) string {
-	if l.id == 0 {
-		return "custom"
-	}
-	return fmt.Sprint(l.id)
 }
 
 // child is a running child process of this command.
@@ -268,9 +260,6 @@ func probeCells(results map[string][]outcome, bar float64) (healthz, readyz, p50
 
 func runLoad(l load, d time.Duration, addr, server string, cg *cpuCgroup) (loadResult, error) {
 	r := loadResult{name: l.name, server: server, bar: l.bar}
-	if l.id > 0 {
-		r.name = fmt.Sprintf("%d. %s", l.id, l.name)
-	}
 	var srv *child
 	if addr == "" {
 		var err error

@@ -14,7 +14,8 @@ const (
 	soakSettle = 5 * time.Second
 	// maxSoak bounds -soak.
 	maxSoak = time.Hour
-	// soakBar is the share of probes that must succeed, as for load 9.
+	// soakBar is the share of probes that must succeed, as under the
+	// hostile mix's own load.
 	soakBar = 0.999
 )
 

@@ -7,7 +7,7 @@ import (
 
 // loadResult is what one load did to one server: a row of the table.
 type loadResult struct {
-	name                      string // the load column: its number and name
+	name                      string // the load column: its name
 	server                    string // serverHealth or serverPlain
 	healthz, readyz, p50, p99 string // probeCells'
 	passed                    bool   // both endpoints reached the bar

@@ -12,7 +12,7 @@ import (
 // sampleResult is a row as runLoad fills it, with the server's CPU given.
 func sampleResult(server string, cores float64, passed bool) loadResult {
 	return loadResult{
-		name: "15. load 1, server at 0.25 cores", server: server,
+		name: "1,000 slowloris + 1,000 idle, server at 0.25 cores", server: server,
 		healthz: "100.00% (200/200)", readyz: "99.50% (199/200)", p50: "7.5 ms", p99: "34.2 ms",
 		passed: passed, bar: 0.999,
 		attack: attackResult{dials: 1000, seconds: 10, dialErrors: 3},
@@ -40,12 +40,12 @@ func TestLoadTableShape(t *testing.T) {
 
 // One server: the row as it always was.
 func TestFormatRowOneServer(t *testing.T) {
-	assert.Equal(t, "| 15. load 1, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.25 | 17276 | 5 ms | ≥ 99.9%: pass |",
+	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.25 | 17276 | 5 ms | ≥ 99.9%: pass |",
 		formatRow(sampleResult(serverHealth, 0.25, true), false, "ignored"))
 	// Started elsewhere (-addr): every server cell n/a.
 	r := sampleResult(serverHealth, 0, false)
 	r.srv = nil
-	assert.Equal(t, "| 15. load 1, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | ≥ 99.9%: FAIL |",
+	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | ≥ 99.9%: FAIL |",
 		formatRow(r, false, ""))
 }
 
@@ -55,8 +55,8 @@ func TestFormatBoth(t *testing.T) {
 	out := formatBoth(sampleResult(serverHealth, 0.24, true), sampleResult(serverPlain, 0.06, false))
 	rows := strings.Split(out, "\n")
 	require.Len(t, rows, 2)
-	assert.Equal(t, "| 15. load 1, server at 0.25 cores | health | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.24 | 4.0× | 17276 | 5 ms | ≥ 99.9%: pass |", rows[0])
-	assert.Equal(t, "| 15. load 1, server at 0.25 cores | plain | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.06 | — | 17276 | 5 ms | ≥ 99.9%: FAIL |", rows[1])
+	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | health | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.24 | 4.0× | 17276 | 5 ms | ≥ 99.9%: pass |", rows[0])
+	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | plain | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.06 | — | 17276 | 5 ms | ≥ 99.9%: FAIL |", rows[1])
 	// The ratio lines up under its column.
 	cols := loadColumns(true)
 	cells := strings.Split(strings.Trim(rows[0], "| "), " | ")
@@ -93,26 +93,26 @@ func TestCPURatio(t *testing.T) {
 // What needs the server this command starts refuses -addr, naming the
 // flag; and a load's limit is named when no cgroup can be made for it.
 func TestLimitsNeedOwnServer(t *testing.T) {
-	loads, err := selectLoads("1,16", load{}, 0)
+	loads, err := selectLoads("slowloris-idle,slowloris-idle-0.05cpu", load{}, 0)
 	require.NoError(t, err)
-	assert.EqualError(t, needsOwnServer(loads, serverHealth), "load 16 runs the server under a CPU limit of 0.05 cores, so it starts the server itself: leave -addr out")
+	assert.EqualError(t, needsOwnServer(loads, serverHealth), "load slowloris-idle-0.05cpu runs the server under a CPU limit of 0.05 cores, so it starts the server itself: leave -addr out")
 	assert.EqualError(t, needsOwnServer(loads[:1], serverBoth), "-server both starts each server itself: leave -addr out")
 	assert.NoError(t, needsOwnServer(loads[:1], serverPlain))
-	assert.EqualError(t, runLoads("1", load{}, 0, "127.0.0.1:9101", serverBoth, 0), "-server both starts each server itself: leave -addr out")
-	assert.EqualError(t, runLoads("1", load{}, 0, "10.0.0.1:9101", serverHealth, 0.25), `address "10.0.0.1:9101": only loopback IP addresses may be targeted`)
-	assert.EqualError(t, runLoads("15", load{}, 0, "127.0.0.1:9101", serverHealth, 0), "load 15 runs the server under a CPU limit of 0.25 cores, so it starts the server itself: leave -addr out")
+	assert.EqualError(t, runLoads("slowloris-idle", load{}, 0, "127.0.0.1:9101", serverBoth, 0), "-server both starts each server itself: leave -addr out")
+	assert.EqualError(t, runLoads("slowloris-idle", load{}, 0, "10.0.0.1:9101", serverHealth, 0.25), `address "10.0.0.1:9101": only loopback IP addresses may be targeted`)
+	assert.EqualError(t, runLoads("mix-noloops-0.25cpu", load{}, 0, "127.0.0.1:9101", serverHealth, 0), "load mix-noloops-0.25cpu runs the server under a CPU limit of 0.25 cores, so it starts the server itself: leave -addr out")
 
 	first, what := loadsLimit(loads, 0)
 	assert.Equal(t, 0.05, first)
-	assert.Equal(t, "the CPU limit of load 16", what)
-	loads, err = selectLoads("1,15,16,custom", load{}, 0.5)
+	assert.Equal(t, "the CPU limit of load slowloris-idle-0.05cpu", what)
+	loads, err = selectLoads("slowloris-idle,slowloris-idle-0.25cpu,slowloris-idle-0.05cpu,custom", load{}, 0.5)
 	require.NoError(t, err)
 	first, what = loadsLimit(loads, 0.5)
 	assert.Equal(t, 0.5, first)
-	assert.Equal(t, "the CPU limits of loads 1, 15, 16, custom (-cpus 0.5)", what)
+	assert.Equal(t, "the CPU limits of loads slowloris-idle, slowloris-idle-0.25cpu, slowloris-idle-0.05cpu, custom (-cpus 0.5)", what)
 	first, _ = loadsLimit(loads[:1], 0)
 	assert.Equal(t, 0.5, first)
-	loads, err = selectLoads("1,2", load{}, 0)
+	loads, err = selectLoads("slowloris-idle,slowloris-idle-fd1024", load{}, 0)
 	require.NoError(t, err)
 	first, _ = loadsLimit(loads, 0)
 	assert.Zero(t, first, "no limit, no cgroup")
