@@ -16,14 +16,14 @@ import (
 func TestAllLoads(t *testing.T) {
 	ms := 20 * time.Millisecond
 	for i, want := range []load{
-		{id: "slowloris-idle", clients: slowlorisIdle, bar: 0.999},
-		{id: "options-body", clients: counts{"options": 2000}, bar: 0.999},
-		{id: "get-expect", clients: counts{"getexpect": 2000}, bar: 0.999},
-		{id: "get-trickle", clients: counts{"gettrickle": 2000}, bar: 0.999},
-		{id: "post-hugebody", clients: counts{"hugebody": 2000}, bar: 0.999},
-		{id: "get-hugebody", clients: counts{"gethugebody": 2000}, bar: 0.999},
-		{id: "bigheader", clients: counts{"bigheader": 2000}, bar: 0.999},
-		{id: "mix", clients: hostileMix, bar: 0.999},
+		{id: "slowloris-idle", clients: slowlorisIdle, bar: 0.999, cpuBar: 1},
+		{id: "options-body", clients: counts{"options": 2000}, bar: 0.999, cpuBar: 1},
+		{id: "get-expect", clients: counts{"getexpect": 2000}, bar: 0.999, cpuBar: 1},
+		{id: "get-trickle", clients: counts{"gettrickle": 2000}, bar: 0.999, cpuBar: 1},
+		{id: "post-hugebody", clients: counts{"hugebody": 2000}, bar: 0.999, cpuBar: 0.5},
+		{id: "get-hugebody", clients: counts{"gethugebody": 2000}, bar: 0.999, cpuBar: 0.5},
+		{id: "bigheader", clients: counts{"bigheader": 2000}, bar: 0.999, cpuBar: 0.5},
+		{id: "mix", clients: hostileMix, bar: 0.999, cpuBar: 0.5},
 		{id: "slowloris-idle-0.05cpu", clients: slowlorisIdle, cpus: 0.05, bar: 0.999},
 		{id: "slowloris-idle-0.25cpu", clients: slowlorisIdle, cpus: 0.25, bar: 0.999},
 		{id: "mix-noloops-0.25cpu", clients: hostileMixNoLoops, cpus: 0.25, bar: 0.999},
@@ -64,6 +64,7 @@ func TestLoadNames(t *testing.T) {
 		if l.cpus > 0 {
 			assert.True(t, strings.HasSuffix(l.id, "cpu"), "%s: a CPU limit is in the id", l.id)
 			assert.Contains(t, l.name, "server at ", l.id)
+			assert.Zero(t, l.cpuBar, "%s: a limited server's CPU is its limit, no multiple of plain's", l.id)
 		}
 	}
 }
@@ -148,29 +149,29 @@ func TestSelectLoadsCPUs(t *testing.T) {
 }
 
 // -loads prints the table docs/load.md quotes: each load's id, name,
-// attackers, limits and bar.
+// attackers, limits and bars, then the bounds every load holds health to.
 func TestWriteLoads(t *testing.T) {
 	var out strings.Builder
 	writeLoads(&out)
 	lines := strings.Split(out.String(), "\n")
 	require.Len(t, lines, 2+len(allLoads)+3)
-	assert.Equal(t, "| load | what it is | attackers | server fd limit | server CPU limit | probe writes after its handshake | bar: probes ok, on both endpoints |", lines[0])
+	assert.Equal(t, "| load | what it is | attackers | server fd limit | server CPU limit | probe writes after its handshake | bar: probes ok, on both endpoints | bar: health's CPU (-server both) |", lines[0])
 	for _, want := range []string{
-		"| slowloris-idle | 1,000 slowloris + 1,000 idle | 1,000 slowloris + 1,000 idle | as inherited | none | at once | ≥ 99.9 % |",
-		"| options-body | 2,000 OPTIONS * declaring a 4 KiB body never sent | 2,000 options | as inherited | none | at once | ≥ 99.9 % |",
-		"| post-hugebody | 2,000 POST /healthz declaring a 1 TiB body never sent | 2,000 hugebody | as inherited | none | at once | ≥ 99.9 % |",
-		"| bigheader | 2,000 GET /healthz with a 12 KiB header (431) | 2,000 bigheader | as inherited | none | at once | ≥ 99.9 % |",
-		"| mix | hostile mix: every hostile kind at once, 4,200 clients + connect-and-close and reset loops | " + hostileMix.describe() + " | as inherited | none | at once | ≥ 99.9 % |",
-		"| mix-noloops-0.25cpu | hostile mix without its connect-and-close and reset loops, 4,200 clients, server at 0.25 cores | " + hostileMixNoLoops.describe() + " | as inherited | 0.25 cores | at once | ≥ 99.9 % |",
-		"| maxrequest-2000-0.25cpu | 2,000 complete ~4 KiB requests, each reconnecting once answered, server at 0.25 cores | 2,000 maxrequest | as inherited | 0.25 cores | at once | ≥ 99.9 % |",
-		"| slowloris-idle-fd1024 | 1,000 slowloris + 1,000 idle, server fd limit 1024 | 1,000 slowloris + 1,000 idle | 1024 | none | at once | ≥ 99.9 % |",
-		"| syncookies-fd128 | SYN cookies: 8,000 idle + 8 connect-and-close loops, probe writes 20 ms after its handshake, server fd limit 128 | 8,000 idle + 8 churn loops | 128 | none | 20ms | ≥ 90 % |",
-		"| churn | connect-and-close loops, one per core | churn (one loop per core) | as inherited | none | at once | ≥ 99.9 % |",
+		"| slowloris-idle | 1,000 slowloris + 1,000 idle | 1,000 slowloris + 1,000 idle | as inherited | none | at once | ≥ 99.9 % | ≤ 1.0× plain's |",
+		"| options-body | 2,000 OPTIONS * declaring a 4 KiB body never sent | 2,000 options | as inherited | none | at once | ≥ 99.9 % | ≤ 1.0× plain's |",
+		"| post-hugebody | 2,000 POST /healthz declaring a 1 TiB body never sent | 2,000 hugebody | as inherited | none | at once | ≥ 99.9 % | ≤ 0.5× plain's |",
+		"| bigheader | 2,000 GET /healthz with a 12 KiB header (431) | 2,000 bigheader | as inherited | none | at once | ≥ 99.9 % | ≤ 0.5× plain's |",
+		"| mix | hostile mix: every hostile kind at once, 4,200 clients + connect-and-close and reset loops | " + hostileMix.describe() + " | as inherited | none | at once | ≥ 99.9 % | ≤ 0.5× plain's |",
+		"| mix-noloops-0.25cpu | hostile mix without its connect-and-close and reset loops, 4,200 clients, server at 0.25 cores | " + hostileMixNoLoops.describe() + " | as inherited | 0.25 cores | at once | ≥ 99.9 % | — |",
+		"| maxrequest-2000-0.25cpu | 2,000 complete ~4 KiB requests, each reconnecting once answered, server at 0.25 cores | 2,000 maxrequest | as inherited | 0.25 cores | at once | ≥ 99.9 % | — |",
+		"| slowloris-idle-fd1024 | 1,000 slowloris + 1,000 idle, server fd limit 1024 | 1,000 slowloris + 1,000 idle | 1024 | none | at once | ≥ 99.9 % | — |",
+		"| syncookies-fd128 | SYN cookies: 8,000 idle + 8 connect-and-close loops, probe writes 20 ms after its handshake, server fd limit 128 | 8,000 idle + 8 churn loops | 128 | none | 20ms | ≥ 90 % | — |",
+		"| churn | connect-and-close loops, one per core | churn (one loop per core) | as inherited | none | at once | ≥ 99.9 % | — |",
 	} {
 		assert.Contains(t, lines, want)
 	}
 	assert.Equal(t, "", lines[len(lines)-3])
-	assert.Equal(t, "Every client reconnects as soon as the server closes or answers it; a loop, without waiting for either.", lines[len(lines)-2])
+	assert.Equal(t, "Every client reconnects as soon as the server closes or answers it; a loop, without waiting for either. On health's row of every load: peak live heap ≤ 16 MiB, peak goroutines ≤ 4, ≤ 10 log lines (WARN and above), Serve returned ≤ 5 s after cancel.", lines[len(lines)-2])
 }
 
 // The hostile mix runs every hostile kind, and maxrequest, which is not

@@ -1,5 +1,6 @@
 // Command probeflood measures whether the kubelet keeps getting its probe
-// answers while other local clients flood the health listener.
+// answers while other local clients flood the health listener, and what
+// the flood costs the server.
 //
 // It starts the server in a child process through the package's public API
 // (NewServer, Listen, Serve), the attackers in a second child, and probes
@@ -13,13 +14,22 @@
 // The loads are the rows of one table, each named by what its clients
 // send (-load, ids comma-separated; all of them by default): -loads
 // prints it, each load with its attackers, the server's descriptor and
-// CPU limits, the probe's delay and its bar; docs/load.md quotes that
+// CPU limits, the probe's delay and its bars; docs/load.md quotes that
 // output. Every attacker reconnects as soon as the server closes or
 // answers it; -help lists the kinds, each with a flag for the custom load.
 // -server plain runs a plain http.Server serving the package's Handler with
 // the same timeouts instead of Serve, to compare the two; -server both runs
 // each load against one and then the other, never at once, and prints
 // both rows with health's CPU as a multiple of plain's.
+//
+// The tool checks the bars itself, in the same run, and exits non-zero
+// when health's row of a load misses one: the share of probes answered on
+// both endpoints; with -server both, for the loads that have one, health's
+// CPU at most a multiple of plain's; and on every load the server bounds:
+// peak live heap, peak goroutines, log lines and the time Serve takes to
+// return once cancelled. Plain's rows are held to the probe bar alone and
+// never fail the run: they are the yardstick. Each row's bar cell names
+// the bars it was held to and, when it missed, which and by what figure.
 //
 // -cpus runs the server child under a CPU limit, as the kubelet runs a
 // container with resources.limits.cpu: a CFS quota of that many cores in
@@ -87,10 +97,11 @@ func main() {
 	}
 	flag.IntVar(&custom.serverNofile, "server-nofile", 0, "custom load: the server's file-descriptor limit (0: leave it)")
 	flag.DurationVar(&custom.probeDelay, "probe-delay", 0, "custom load: how long a probe waits after its handshake to send its request")
-	flag.Float64Var(&custom.bar, "bar", 0, "custom load: the share of probes that must succeed, such as 0.999 (0: report only)")
+	flag.Float64Var(&custom.bar, "bar", 0, "custom load: the share of probes that must succeed, such as 0.999 (0: none)")
+	flag.Float64Var(&custom.cpuBar, "cpu-bar", 0, "custom load: the most CPU health may spend as a multiple of plain's, such as 0.5, checked with -server both (0: none)")
 	duration := flag.Duration("duration", 20*time.Second, "how long the prober probes under each load")
 	addr := flag.String("addr", "", "probe and attack this loopback address instead of starting a server (server figures are then not reported)")
-	server := flag.String("server", serverHealth, "the server child: health (the package's Listen + Serve), plain (an http.Server with the package's Handler and the same timeouts), or both: each load against health, then plain, in one table with health's CPU as a multiple of plain's (the run fails on health's bars only)")
+	server := flag.String("server", serverHealth, "the server child: health (the package's Listen + Serve), plain (an http.Server with the package's Handler and the same timeouts), or both: each load against health, then plain, in one table with health's CPU as a multiple of plain's, which the CPU bars need (the run fails on health's bars only)")
 	cpus := flag.Float64("cpus", 0, "run the server child under a CPU limit of this many cores, such as 0.25: a CFS quota (100 ms period) in a cgroup the command makes and removes, v2 or v1, which takes root; for every load without a limit of its own, the custom load and -soak (0: no limit)")
 	soak := flag.Duration("soak", 0, "instead of the loads, run the hostile mix's attackers (those of -load mix) this long (at most 1h) while probing, then report the server's RSS, goroutines and descriptors before, at the end and 5 s after")
 	flag.Usage = usage
@@ -131,7 +142,7 @@ func usage() {
 	fmt.Fprintf(out, "usage: probeflood [-load ID,...|all|custom] [-duration 20s] [-server health|plain|both] [-cpus 0.25] [-addr 127.0.0.1:PORT] [custom load flags]\n")
 	fmt.Fprintf(out, "       probeflood -soak 5m [-server health|plain] [-cpus 0.25]\n       probeflood -loads\n\nloads (all of them by default):\n\n")
 	writeLoads(out)
-	fmt.Fprintf(out, "\ncustom: the attacker counts below, -server-nofile, -probe-delay and -bar\n\nattackers (each reconnects as soon as the server closes or answers it):\n")
+	fmt.Fprintf(out, "\ncustom: the attacker counts below, -server-nofile, -probe-delay, -bar and -cpu-bar\n\nattackers (each reconnects as soon as the server closes or answers it):\n")
 	for _, k := range kinds {
 		fmt.Fprintf(out, "  %-14s  %s\n", k.Name, k.Help)
 	}

@@ -158,12 +158,6 @@ func TestResultLines(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestBarCell(t *testing.T) {
-	assert.Equal(t, "report only", barCell(0, true))
-	assert.Equal(t, "≥ 99.9%: pass", barCell(0.999, true))
-	assert.Equal(t, "≥ 99.0%: FAIL", barCell(0.99, false))
-}
-
 // The attack child gets a flag for every kind, and the counts it is given.
 func TestAttackArgs(t *testing.T) {
 	args := attackArgs("127.0.0.1:9101", hostileMix, 33*time.Second)

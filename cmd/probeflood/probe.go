@@ -48,7 +48,7 @@ func probeFor(addr string, d, delay time.Duration) map[string][]outcome {
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
 	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
-		for _, path := range []string{"/healthz", "/readyz"} {
+		for _, path := range probePaths {
 			wg.Add(1)
 			go func(path string) {
 				defer wg.Done()

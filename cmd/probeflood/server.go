@@ -197,7 +197,7 @@ func servePlain(ctx context.Context, h http.Handler, ln net.Listener, logLines *
 // countingHandler counts the lines of WARN and above logged through it,
 // whether or not its Handler writes them (plain's is a discard): a flood
 // that makes the server log on and on is a cost of its own, which the
-// rows report.
+// rows report and health's bars bound.
 type countingHandler struct {
 	slog.Handler
 	n *atomic.Int64

@@ -15,7 +15,9 @@ const (
 	// maxSoak bounds -soak.
 	maxSoak = time.Hour
 	// soakBar is the share of probes that must succeed, as under the
-	// hostile mix's own load.
+	// hostile mix's own load. The server bounds of the loads are not
+	// the soak's: its log lines grow with its length, and its point is
+	// the figures after the attack, which it prints.
 	soakBar = 0.999
 )
 
@@ -107,11 +109,12 @@ func runSoak(d time.Duration, server, addr string, cpus float64) (err error) {
 	} {
 		fmt.Printf("| %s | %.1f MiB | %.1f MiB | %.1f MiB | %d | %d | %d |\n", p.name, float64(p.s.rssKiB)/1024, float64(p.s.anonKiB)/1024, float64(p.s.heapKiB)/1024, p.s.goroutines, p.s.fds, p.s.held)
 	}
-	healthz, readyz, p50, p99, passed := probeCells(results, soakBar)
+	healthz, readyz, p50, p99, shares := probeCells(results)
+	v := probeVerdict(soakBar, shares)
 	fmt.Println()
 	fmt.Println(tableHead("/healthz ok", "/readyz ok", "p50", "p99", "attacker connects/s", "server peak RSS", "server peak live heap", "server peak goroutines", "server log lines (WARN+)", "server CPU (cores busy)", "server evictions/s", "Serve returned after cancel", "bar"))
-	fmt.Printf("| %s | %s | %s | %s | %.0f | %s | %s |\n", healthz, readyz, p50, p99, ar.rate(), strings.Join(serverCells(&res), " | "), barCell(soakBar, passed))
-	if !passed {
+	fmt.Printf("| %s | %s | %s | %s | %.0f | %s | %s |\n", healthz, readyz, p50, p99, ar.rate(), strings.Join(serverCells(&res), " | "), v.cell())
+	if !v.passed() {
 		return errors.New("the soak fell below its bar")
 	}
 	return nil

@@ -10,8 +10,8 @@ type loadResult struct {
 	name                      string // the load column: its name
 	server                    string // serverHealth or serverPlain
 	healthz, readyz, p50, p99 string // probeCells'
-	passed                    bool   // both endpoints reached the bar
-	bar                       float64
+	shares                    [2]float64
+	verdict                   verdict // judge's, once both servers have run
 	attack                    attackResult
 	kernel                    kernelCounters
 	srv                       *serverResult // nil when the server was started elsewhere (-addr)
@@ -52,7 +52,7 @@ func formatRow(r loadResult, both bool, ratio string) string {
 		cells = append(cells, ratio)
 	}
 	cells = append(cells, srv[5:]...)
-	cells = append(cells, barCell(r.bar, r.passed))
+	cells = append(cells, r.verdict.cell())
 	return "| " + strings.Join(cells, " | ") + " |"
 }
 
@@ -92,16 +92,4 @@ func serverCells(r *serverResult) []string {
 // beneath it, which must have as many cells, or the table is not drawn.
 func tableHead(columns ...string) string {
 	return "| " + strings.Join(columns, " | ") + " |\n|" + strings.Repeat("---|", len(columns))
-}
-
-// barCell says what the bar was and whether the probes reached it.
-func barCell(bar float64, passed bool) string {
-	if bar <= 0 {
-		return "report only"
-	}
-	verdict := "pass"
-	if !passed {
-		verdict = "FAIL"
-	}
-	return fmt.Sprintf("≥ %.1f%%: %s", 100*bar, verdict)
 }

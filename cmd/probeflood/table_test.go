@@ -9,12 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// sampleResult is a row as runLoad fills it, with the server's CPU given.
+// sampleResult is a row as runLoad fills it and judge judges it, with
+// the server's CPU given.
 func sampleResult(server string, cores float64, passed bool) loadResult {
+	v := verdict{checked: []string{"≥ 99.9%"}}
+	if !passed {
+		v.missed = []string{"/readyz 99.50% < 99.9%"}
+	}
 	return loadResult{
 		name: "1,000 slowloris + 1,000 idle, server at 0.25 cores", server: server,
 		healthz: "100.00% (200/200)", readyz: "99.50% (199/200)", p50: "7.5 ms", p99: "34.2 ms",
-		passed: passed, bar: 0.999,
+		shares: [2]float64{1, 0.995}, verdict: v,
 		attack: attackResult{dials: 1000, seconds: 10, dialErrors: 3},
 		kernel: kernelCounters{listenOverflows: 1, synQueueCookies: 2, synQueueDrops: 4},
 		srv:    &serverResult{goroutines: 260, rssKiB: 17510, heapKiB: 2150, logLines: 3, shutdownMs: 5, cores: cores, evictions: 17276},
@@ -45,7 +50,7 @@ func TestFormatRowOneServer(t *testing.T) {
 	// Started elsewhere (-addr): every server cell n/a.
 	r := sampleResult(serverHealth, 0, false)
 	r.srv = nil
-	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | ≥ 99.9%: FAIL |",
+	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | ≥ 99.9%: FAIL: /readyz 99.50% < 99.9% |",
 		formatRow(r, false, ""))
 }
 
@@ -56,7 +61,7 @@ func TestFormatBoth(t *testing.T) {
 	rows := strings.Split(out, "\n")
 	require.Len(t, rows, 2)
 	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | health | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.24 | 4.0× | 17276 | 5 ms | ≥ 99.9%: pass |", rows[0])
-	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | plain | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.06 | — | 17276 | 5 ms | ≥ 99.9%: FAIL |", rows[1])
+	assert.Equal(t, "| 1,000 slowloris + 1,000 idle, server at 0.25 cores | plain | 100.00% (200/200) | 99.50% (199/200) | 7.5 ms | 34.2 ms | 100 | 3 | 1 / 2, 4 | 17.1 MiB | 2.1 MiB | 260 | 3 | 0.06 | — | 17276 | 5 ms | ≥ 99.9%: FAIL: /readyz 99.50% < 99.9% |", rows[1])
 	// The ratio lines up under its column.
 	cols := loadColumns(true)
 	cells := strings.Split(strings.Trim(rows[0], "| "), " | ")
