@@ -139,7 +139,7 @@ func (s *Server) CheckNow() {
 }
 
 func (s *Server) poll(ctx context.Context, p *poller, fn func() error) {
-	s.pollFrom(ctx, p, fn, time.NewTicker(s.checkPeriod), true)
+	s.pollFrom(ctx, p, fn, s.clock.newTicker(s.checkPeriod), true)
 }
 
 // pollFrom is the poller's loop: it runs fn at once when runNow, then on
@@ -150,7 +150,7 @@ func (s *Server) poll(ctx context.Context, p *poller, fn func() error) {
 // call here carries the loop on in a new goroutine, from the next tick, so
 // that the poller survives a Goexit as it survives a panic. A check that
 // always calls it costs a goroutine start per period, never a spin.
-func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticker *time.Ticker, runNow bool) {
+func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticker ticker, runNow bool) {
 	ended := false
 	defer func() {
 		if !ended {
@@ -179,11 +179,11 @@ func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticke
 
 // nextRun waits for a tick or a CheckNow. It returns false once ctx is
 // done.
-func nextRun(ctx context.Context, p *poller, ticker *time.Ticker) bool {
+func nextRun(ctx context.Context, p *poller, ticker ticker) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-ticker.C:
+	case <-ticker.C():
 	case <-p.asked:
 	}
 	return true
@@ -203,12 +203,12 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 
 	// start is read before the timer is armed, so that a check that
 	// stalled has a duration of at least the stall bound.
-	start := time.Now()
-	stall := time.AfterFunc(s.stallBound(), func() { s.markStalled(p, run) })
+	start := s.sinceEpoch()
+	stall := s.clock.afterFunc(s.stallBound(), func() { s.markStalled(p, run) })
 	var err error
 	returned := false
 	defer func() {
-		end := time.Now()
+		end := s.sinceEpoch()
 		stall.Stop()
 		if !returned {
 			// Called during the Goexit, above fn's frame: the
@@ -221,7 +221,7 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 		if s.poller != p {
 			return // replaced while fn ran: this result feeds nothing
 		}
-		s.checks.record(err, end.Sub(start), end.Sub(s.epoch))
+		s.checks.record(err, end-start, end)
 		s.setCheck(checkVerdict{err: err})
 	}()
 	err = callCheck(fn)

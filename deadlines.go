@@ -36,7 +36,7 @@ func (s *Server) watchDeadlines() {
 	s.watch.gen++
 	gen := s.watch.gen
 	s.watch.timerAt = next
-	s.watch.timer = time.AfterFunc(next-s.sinceEpoch(), func() { s.deadlinesPassed(gen) })
+	s.watch.timer = s.clock.afterFunc(next-s.sinceEpoch(), func() { s.deadlinesPassed(gen) })
 }
 
 // passed is a watchdog whose deadline the timer found passed, the
@@ -117,7 +117,8 @@ func (s *Server) deadlinesPassed(gen uint64) {
 type stackQueue struct {
 	mu      sync.Mutex
 	pending []passed
-	dumping bool // a goroutine is taking stacks for pending
+	dumping bool   // a goroutine is taking stacks for pending
+	dumper  dumper // the dumping goroutine's alone
 }
 
 // takeStacks has the stacks of due taken and their lines completed: by
@@ -151,7 +152,7 @@ func (s *Server) completeStacks(batch []passed) {
 	for i, p := range batch {
 		ids[i] = p.goid
 	}
-	stacks := stacksOf(s.stackDump, maxDump, runtime.NumGoroutine(), ids)
+	stacks := s.stackq.dumper.stacksOf(maxDump, runtime.NumGoroutine(), ids)
 	s.mu.Lock()
 	shown := false
 	for _, p := range batch {

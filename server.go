@@ -30,6 +30,9 @@ type Server struct {
 	// it before the first SetDataPlaneCheck.
 	checkPeriod time.Duration
 
+	// clock is where the Server reads the time and arms its timers
+	// (see clock); never changed.
+	clock clock
 	// epoch is the origin of the monotonic clock readings the Server
 	// keeps (a watchdog's Beats, the check's last return), so that a Beat
 	// stores a number rather than a time.Time. Only its monotonic reading
@@ -37,10 +40,8 @@ type Server struct {
 	// It never changes after NewServer.
 	epoch time.Time
 
-	// stackDump takes every goroutine's stack for a deadline's line
-	// (runtime.Stack); a test may count or inspect the calls.
-	stackDump func([]byte) int
-	// stackq holds the deadlines whose stacks are still to be taken.
+	// stackq holds the deadlines whose stacks are still to be taken, and
+	// takes them.
 	stackq stackQueue
 
 	mu              sync.Mutex
@@ -77,6 +78,11 @@ type Server struct {
 // its call's time and source. While the logger blocks, 256 lines wait; older
 // ones are dropped and counted; a handler's panic costs only its line.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
+	return newServer(cfg, logger, systemClock{})
+}
+
+// newServer is NewServer on clk, which the package's tests move by hand.
+func newServer(cfg Config, logger *slog.Logger, clk clock) *Server {
 	cfg.ApplyDefaults()
 	if logger == nil {
 		logger = slog.Default()
@@ -85,8 +91,9 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 		cfg:         cfg,
 		overrides:   maps.Clone(cfg.Watchdogs), // the caller's map may change
 		checkPeriod: dataPlaneCheckPeriod,
-		epoch:       time.Now(),
-		stackDump:   dumpAll,
+		clock:       clk,
+		epoch:       clk.now(),
+		stackq:      stackQueue{dumper: dumper{dump: dumpAll, clock: clk}},
 		mode:        DeliveryModeStreaming, // the reconnect engine starts streaming and reports only transitions
 		logq:        logQueue{logger: logger},
 	}

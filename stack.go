@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
 )
 
@@ -55,13 +54,6 @@ const maxDumpPause = 500 * time.Millisecond
 // deep (docs/performance.md), since an agent's are often deeper.
 const firstDumpCost = 40 * time.Microsecond
 
-// dumpCost is the last dump's pause per goroutine, in nanoseconds; 0
-// before the first.
-var dumpCost atomic.Int64
-
-// dumpClock reads the time around a dump; a test makes dumps take long.
-var dumpClock = time.Now
-
 // dumpPerGoroutine sizes a first dump's buffer: a goroutine of an agent
 // prints in one or two KiB. Too small a guess costs another stop of the
 // world for every doubling, too big a one only memory, for a moment.
@@ -72,9 +64,19 @@ const dumpPerGoroutine = 2 << 10
 // the memory, not the pause.
 const maxDump = 64 << 20
 
-// dumpHint sizes the next dump's buffer from the last dump, so that it is
-// usually taken at the first try: each try stops the world.
-var dumpHint atomic.Int64
+// dumper takes every goroutine's stack for a Server's ERROR lines. It
+// keeps its last dump's pause per goroutine, to foresee the next one's
+// (maxDumpPause), and its size, so that the next is usually taken at the
+// first try: each try stops the world. Each Server has its own, measured
+// on its own clock, so that nothing one Server (or a test) measures
+// reaches another. One goroutine at a time uses it: the one stackQueue
+// lets dump.
+type dumper struct {
+	dump  func([]byte) int // dumpAll outside tests, whose dumps may count or hold the calls
+	clock clock            // the Server's: times each dump
+	cost  time.Duration    // the last dump's pause per goroutine; 0 before the first
+	hint  int              // the next dump's buffer size, from the last dump; 0 before the first
+}
 
 // goroutineID returns the id of the calling goroutine, as the header of
 // its stack gives it. It costs a walk of the caller's stack, so only a
@@ -114,7 +116,7 @@ func headerID(stack []byte) uint64 {
 // The deadline timer calls it once for every watchdog whose deadline has
 // passed by then, never under the Server's lock (see maxDumpPause for its
 // cost). The dump is dropped before it returns; the stacks are copies.
-func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[uint64]string {
+func (d *dumper) stacksOf(limit, goroutines int, ids []uint64) map[uint64]string {
 	stacks := make(map[uint64]string, len(ids))
 	need := 0
 	for _, id := range ids {
@@ -128,7 +130,7 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 	if need == 0 {
 		return stacks
 	}
-	cost := time.Duration(dumpCost.Load())
+	cost := d.cost
 	if cost == 0 {
 		cost = firstDumpCost
 	}
@@ -141,7 +143,7 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 		}
 		return stacks
 	}
-	cut := takeDump(dump, limit, goroutines, stacks)
+	cut := d.takeDump(limit, goroutines, stacks)
 	for id, s := range stacks {
 		switch {
 		case s != "":
@@ -163,23 +165,23 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 // the first buffer, found at the first stop of the world. The buffer is
 // the last dump's size or the guess for goroutines, whichever is larger,
 // and grows to what the part printed says the whole needs.
-func takeDump(dump func([]byte) int, limit, goroutines int, stacks map[uint64]string) (cut bool) {
-	size := min(max(int(dumpHint.Load()), goroutines*dumpPerGoroutine, 64<<10), limit)
+func (d *dumper) takeDump(limit, goroutines int, stacks map[uint64]string) (cut bool) {
+	size := min(max(d.hint, goroutines*dumpPerGoroutine, 64<<10), limit)
 	var spent time.Duration
 	for {
 		buf := make([]byte, size)
-		start := dumpClock()
-		n := dump(buf)
-		took := dumpClock().Sub(start)
+		start := d.clock.now()
+		n := d.dump(buf)
+		took := d.clock.now().Sub(start)
 		spent += took
-		dumpCost.Store(int64(took) / int64(max(goroutines, 1)))
+		d.cost = took / time.Duration(max(goroutines, 1))
 		full := n == len(buf)
 		grow := full && size < limit && spent+took <= maxDumpPause
 		if pickStacks(stacks, buf[:n], full, !grow) == 0 || !grow {
 			if full {
-				dumpHint.Store(int64(size)) // the next deadline dumps once at this size
+				d.hint = size // the next deadline dumps once at this size
 			} else {
-				dumpHint.Store(int64(n + n/4)) // room for some growth, and shrinks with the process
+				d.hint = n + n/4 // room for some growth, and shrinks with the process
 			}
 			return full
 		}

@@ -95,12 +95,12 @@ func (s *Server) status(now clockReading) Status {
 // instant, on a dashboard, is the real age. A wall time kept from the
 // instant itself would be off by the step.
 type clockReading struct {
-	wall       time.Time     // time.Now(), its monotonic reading included
+	wall       time.Time     // the clock's now, its monotonic reading included
 	sinceEpoch time.Duration // the same reading, on the monotonic clock since Server.epoch
 }
 
 func (s *Server) readClock() clockReading {
-	now := time.Now()
+	now := s.clock.now()
 	return clockReading{wall: now, sinceEpoch: now.Sub(s.epoch)}
 }
 

@@ -101,7 +101,7 @@ type watchState struct {
 	// watchdogs is left once the last one is stopped. A firing whose
 	// generation is not gen's was stopped or replaced after it fired,
 	// and does nothing.
-	timer   *time.Timer
+	timer   timer
 	timerAt time.Duration // the deadline timer is armed for, since epoch
 	gen     uint64
 }
@@ -219,7 +219,7 @@ func (w *Watchdog) Stop() {
 }
 
 // sinceEpoch reads the monotonic clock. It does not allocate.
-func (s *Server) sinceEpoch() time.Duration { return time.Since(s.epoch) }
+func (s *Server) sinceEpoch() time.Duration { return s.clock.now().Sub(s.epoch) }
 
 // unresponsive reports whether a watchdog is overdue. s.mu must be held.
 func (s *Server) unresponsive() bool {

@@ -306,11 +306,11 @@ func TestWatchdogLongTimeout(t *testing.T) {
 }
 
 func TestWatchdogStatus(t *testing.T) {
-	// The second's deadline is passed by hand (passTime), once every
-	// Beat is in: a real one could pass from Watch on a slow machine,
-	// and count a timeout more.
+	// The second's deadline is passed by hand, once every Beat is in: a
+	// real one could pass from Watch on a slow machine, and count a
+	// timeout more.
 	const timeout = time.Hour
-	s, _ := newReadyServer(t)
+	s, _, clk := newFakeClockReadyServer(t)
 	first := s.Watch("loop", 24*time.Hour)
 	second := s.Watch("loop", timeout) // names may repeat
 	third := s.Watch("netlink", 12*time.Hour)
@@ -325,19 +325,13 @@ func TestWatchdogStatus(t *testing.T) {
 	}, s.Status().Watchdogs, "in Watch order, unmet before the first Beat")
 	assert.Equal(t, `subsystem unresponsive: "loop" (no beat yet, timeout 24h0m0s), "loop" (no beat yet, timeout 1h0m0s), "netlink" (no beat yet, timeout 12h0m0s)`, s.Ready().Error())
 
-	before := time.Now()
+	clk.advance(time.Second)
 	first.Beat()
 	first.Beat()
 	third.Beat()
-	after := time.Now()
+	clk.advance(time.Second)
 	second.Beat()
-	// Read before passTime, which moves the Server's clock, and so the
-	// wall times it shows.
-	beaten := s.Status().Watchdogs
-	require.Len(t, beaten, 3)
-	assert.False(t, beaten[0].LastBeat.Before(before) || beaten[0].LastBeat.After(after), "LastBeat %v outside [%v, %v]", beaten[0].LastBeat, before, after)
-	assert.True(t, beaten[1].LastBeat.After(after))
-	passTime(s, 2*time.Hour)
+	clk.advance(2 * time.Hour)
 	waitUnresponsive(t, s, "the second's deadline")
 	st := s.Status().Watchdogs
 	require.Len(t, st, 3)
@@ -345,13 +339,13 @@ func TestWatchdogStatus(t *testing.T) {
 		beats    uint64
 		overdue  bool
 		timeouts uint64
-	}{{2, false, 0}, {1, true, 1}, {1, false, 0}} {
+		lastBeat time.Duration // since the clock's start
+	}{{2, false, 0, time.Second}, {1, true, 1, 2 * time.Second}, {1, false, 0, time.Second}} {
 		assert.Equal(t, want.beats, st[i].Beats, i)
 		assert.Equal(t, want.overdue, st[i].Overdue, i)
 		assert.Equal(t, want.timeouts, st[i].Timeouts, i)
+		assert.Equal(t, fakeEpoch.Add(want.lastBeat), st[i].LastBeat, i)
 	}
-	assert.WithinDuration(t, beaten[1].LastBeat.Add(-2*time.Hour), st[1].LastBeat, time.Second,
-		"the overdue one still shows its last Beat, as far back as passTime moved the clock")
 	assert.Equal(t, []error{ErrSubsystemUnresponsive}, s.Status().Unmet)
 	assert.Equal(t, `subsystem unresponsive: "loop" (no beat within 1h0m0s)`, s.Ready().Error())
 
@@ -370,10 +364,10 @@ func TestWatchdogStatus(t *testing.T) {
 // pool that shrinks) or start, and a name stays once all of its watchdogs
 // stopped. Summed over Status.Watchdogs, the same counts fall.
 func TestWatchdogTotalsNeverFall(t *testing.T) {
-	s, _ := newReadyServer(t)
-	// flaky's deadline is passed by hand (passTime), once, after both of
-	// its beats: a real one could pass again during the checks below on a
-	// slow machine.
+	s, _, clk := newFakeClockReadyServer(t)
+	// flaky's deadline is passed by hand, once, after both of its beats:
+	// a real one could pass again during the checks below on a slow
+	// machine.
 	steady := s.Watch("worker", 24*time.Hour)
 	flaky := s.Watch("worker", time.Hour)
 	for range 10 {
@@ -381,7 +375,7 @@ func TestWatchdogTotalsNeverFall(t *testing.T) {
 	}
 	flaky.Beat()
 	flaky.Beat()
-	passTime(s, 2*time.Hour)
+	clk.advance(2 * time.Hour)
 	waitUnresponsive(t, s, "the flaky worker's deadline")
 
 	var last WatchdogTotals
