@@ -76,10 +76,18 @@ func (t fakeTicker) C() <-chan time.Time   { return t.ft.ch }
 func (t fakeTicker) Reset(d time.Duration) { t.ft.c.arm(t.ft, d) }
 func (t fakeTicker) Stop()                 { t.ft.Stop() }
 
+// jump moves the clock d forward and runs nothing: the timers now due
+// have not run yet, as when their goroutines are still to be scheduled.
+func (c *fakeClock) jump(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 // advance moves the clock d forward as time passes: every timer due on
 // the way runs at its time, earliest first, those they arm included, in
 // this goroutine; a due ticker sends a tick if its channel has room, and
-// rearms a period on. A timer already due runs at once. Time
+// rearms a period on. A timer already late (see jump) runs at once. Time
 // that passes while a timer runs (another goroutine's advance) is time
 // that timer took: the clock never goes back.
 func (c *fakeClock) advance(d time.Duration) {

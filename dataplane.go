@@ -80,8 +80,10 @@ type poller struct {
 	// asked holds CheckNow's request for a run. One slot, written without
 	// blocking, is what coalesces any number of calls into one run.
 	asked    chan struct{}
-	run      uint64 // the number of the latest check started
-	inFlight bool   // check number run has started and not returned
+	run      uint64        // the number of the latest check started
+	inFlight bool          // check number run has started and not returned
+	started  time.Duration // when check number run started, since Server.epoch
+	stalled  bool          // check number run has been counted stalled
 }
 
 // checkInstalled reports whether a data-plane check is set: its ctx may be
@@ -103,6 +105,7 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
 	defer s.unlock()
+	s.expire() // the verdict that stands counts a stall its timer has not yet reported
 	replacing := s.checkInstalled()
 	if replacing {
 		s.poller.cancel()
@@ -195,16 +198,16 @@ func nextRun(ctx context.Context, p *poller, ticker ticker) bool {
 // in a deferred call, so that a fn that calls runtime.Goexit, which no
 // recover sees, is recorded too.
 func (s *Server) runCheck(p *poller, fn func() error) {
+	// start is read before the timer is armed, so that the timer runs
+	// no earlier than the stall bound after it, and a check that stalled
+	// has a duration of at least the bound.
 	s.mu.Lock()
 	p.run++
-	p.inFlight = true
-	run := p.run
-	s.mu.Unlock()
-
-	// start is read before the timer is armed, so that a check that
-	// stalled has a duration of at least the stall bound.
+	p.inFlight, p.stalled = true, false
 	start := s.sinceEpoch()
-	stall := s.clock.afterFunc(s.stallBound(), func() { s.markStalled(p, run) })
+	p.started = start
+	s.mu.Unlock()
+	stall := s.clock.afterFunc(s.stallBound(), s.stallTimerRan)
 	var err error
 	returned := false
 	defer func() {
@@ -228,23 +231,40 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 	returned = true
 }
 
-// markStalled is the stall timer's callback. It checks that the check it
-// was armed for is still the one running, because the timer can fire just
-// as fn returns.
-func (s *Server) markStalled(p *poller, run uint64) {
+// stallTimerRan is the stall timer's callback: it publishes the verdict,
+// which counts the check stalled if it is still running past the bound
+// (expireStall). The timer can run just as the check returns, or after a
+// later one started: the clock, not the timer, decides.
+func (s *Server) stallTimerRan() {
 	s.mu.Lock()
 	defer s.unlock()
-	if s.poller != p || p.run != run || !p.inFlight {
-		return
-	}
-	s.checks.stalls++
-	s.setCheck(checkVerdict{err: s.check.err, stalled: true})
+	s.update()
 }
 
-// setCheck records the check's verdict, logs it once if it changed between
-// passing, failing and stalled (never once per poll), and updates readiness.
+// expireStall counts the running check stalled once the stall bound has
+// passed at now since it started, as the stall timer would (see expire).
 // s.mu must be held.
+func (s *Server) expireStall(now time.Duration) {
+	p := s.poller
+	if p == nil || !p.inFlight || p.stalled || now-p.started < s.stallBound() {
+		return
+	}
+	p.stalled = true
+	s.checks.stalls++
+	s.recordCheck(checkVerdict{err: s.check.err, stalled: true})
+}
+
+// setCheck records the check's verdict (recordCheck) and updates
+// readiness. s.mu must be held.
 func (s *Server) setCheck(next checkVerdict) {
+	s.recordCheck(next)
+	s.update()
+}
+
+// recordCheck records the check's verdict, and logs it once if it changed
+// between passing, failing and stalled (never once per poll). s.mu must
+// be held.
+func (s *Server) recordCheck(next checkVerdict) {
 	prev := s.check
 	s.check = next
 	switch {
@@ -266,7 +286,6 @@ func (s *Server) setCheck(next checkVerdict) {
 	case next.err == nil && (prev.err != nil || prev.stalled) && s.checkInstalled():
 		s.log(slog.LevelInfo, "health: data-plane check recovered")
 	}
-	s.update()
 }
 
 // checkPanic is a panic recovered from the check, kept as an error so that

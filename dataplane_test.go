@@ -319,17 +319,15 @@ func TestDataPlaneCheckPending(t *testing.T) {
 	})
 
 	t.Run("a first check that hangs is pending, then stalled", func(t *testing.T) {
-		s, logs := newTestServer(t)
-		// The stall timer is fired by hand once SetDataPlaneReady has
-		// landed: a real one could fire before it, and no pending line
+		s, logs, clk := newFakeClockServer(t)
+		// The stall bound is passed by hand once SetDataPlaneReady has
+		// landed: a real one could pass before it, and no pending line
 		// would be logged. TestDataPlaneStallBound times the real one.
-		s.checkPeriod = time.Hour
 		s.SetRegistered()
 		release := setBlockedCheck(t, s, nil)
 		s.SetDataPlaneReady()
 		require.Equal(t, ErrDataPlaneCheckPending, s.Ready())
-		st := internals(s)
-		s.markStalled(st.poller, st.run)
+		clk.advance(s.stallBound())
 		require.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
 		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 		release()
@@ -343,14 +341,12 @@ func TestDataPlaneCheckPending(t *testing.T) {
 	})
 
 	t.Run("the stall timer ends pending", func(t *testing.T) {
-		s, _ := newTestServer(t)
-		s.checkPeriod = time.Hour
+		s, _, clk := newFakeClockServer(t)
 		setLatches(s)
 		setBlockedCheck(t, s, nil)
+		clk.advance(s.stallBound() - 1)
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready())
-		// Fire the stall timer now, as it would after three periods.
-		st := internals(s)
-		s.markStalled(st.poller, st.run)
+		clk.advance(1)
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
 		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 	})

@@ -414,7 +414,7 @@ func TestLogLinesKeepTheirSource(t *testing.T) {
 	assert.Equal(t, []string{
 		"health: readiness changed logReadinessChange readiness.go",
 		"health: subsystem stopped SetSubsystemStopped readiness.go",
-		"health: data-plane check failed setCheck dataplane.go",
+		"health: data-plane check failed recordCheck dataplane.go",
 	}, sources)
 }
 

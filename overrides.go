@@ -161,6 +161,9 @@ func (s *Server) SetWatchdogs(m map[string]Duration) error {
 	m = maps.Clone(m)
 	s.mu.Lock()
 	defer s.unlock()
+	// What the old overrides give now, whether their timers have run or
+	// not, is where readiness moves from.
+	s.expire()
 	prev := s.overrides
 	s.overrides = m
 	var met []*Watchdog // to be stored met once the verdict is published
@@ -175,7 +178,9 @@ func (s *Server) SetWatchdogs(m map[string]Duration) error {
 	s.watchDeadlines()
 	s.update()
 	for _, w := range met {
-		w.met.Store(true)
+		if !w.overdue { // its longer deadline may have passed since retune read the clock
+			w.met.Store(true)
+		}
 	}
 	return nil
 }

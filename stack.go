@@ -113,9 +113,9 @@ func headerID(stack []byte) uint64 {
 // cut before it; and, when a dump is foreseen to stop the world for longer
 // than maxDumpPause, a text saying it was not taken.
 //
-// The deadline timer calls it once for every watchdog whose deadline has
-// passed by then, never under the Server's lock (see maxDumpPause for its
-// cost). The dump is dropped before it returns; the stacks are copies.
+// One dump serves every stack wanted meanwhile (stackQueue), never under
+// the Server's lock (see maxDumpPause for its cost). The dump is dropped
+// before it returns; the stacks are copies.
 func (d *dumper) stacksOf(limit, goroutines int, ids []uint64) map[uint64]string {
 	stacks := make(map[uint64]string, len(ids))
 	need := 0

@@ -344,6 +344,8 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 	b.Beat()
 	dumps.Store(0)
 	clk.advance(2 * time.Hour) // both an hour past their deadline
+	takenStack(t, s, 0)
+	takenStack(t, s, 1)
 	assert.Equal(t, int32(1), dumps.Load())
 	st := s.Status().Watchdogs
 	require.Len(t, st, 2)

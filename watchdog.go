@@ -34,11 +34,12 @@ type Watchdog struct {
 	// Beat that finds it false takes the lock and finds the truth.
 	//
 	// Why a Beat may trust it without the lock: a Beat stores last, then
-	// loads met; the deadline timer clears met, then loads last again
-	// (deadlinesPassed). Go's atomics are sequentially consistent, so one
-	// of the two sees the other: either the timer sees the new last and
-	// restores met, or the Beat sees met cleared and recovers under the
-	// lock. Neither can miss the other. A retune that switches a watchdog
+	// loads met; a publication that finds the deadline passed clears met,
+	// then loads last again (expireWatchdogs). Go's atomics are
+	// sequentially consistent, so one of the two sees the other: either
+	// the publication sees the new last and restores met, or the Beat
+	// sees met cleared and recovers under the lock. Neither can miss the
+	// other. A retune that switches a watchdog
 	// on clears met, then loads beats, for the same reason.
 	met atomic.Bool
 
@@ -190,7 +191,9 @@ func (s *Server) beatOverdue(w *Watchdog) {
 	}
 	s.watchDeadlines()
 	s.update()
-	w.met.Store(true)
+	if !w.overdue { // a timeout shorter than the wait for the lock has passed again
+		w.met.Store(true)
+	}
 }
 
 // Stop stops watching a loop that ends on purpose: the watchdog counts no
@@ -202,6 +205,7 @@ func (w *Watchdog) Stop() {
 	if w.stopped {
 		return
 	}
+	s.expire() // a deadline passed before Stop counts, whether its timer has run or not
 	w.stopped = true
 	// Its counts stay in its name's totals. A Beat that counts after
 	// this load came after Stop, and does nothing.
