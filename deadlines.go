@@ -88,7 +88,7 @@ func (s *Server) expireWatchdogs(now time.Duration) (marked bool) {
 		marked = true
 		w.overdue = true
 		w.late = true
-		w.lateFrom, w.lateAt = last, max(deadline, w.retunedAt)
+		w.lateFrom = last
 		w.timeouts++
 		line := s.logLater(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
 		if w.unknownBeater {

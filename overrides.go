@@ -216,7 +216,6 @@ func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", w.name, "timeout", timeout)
 	wasDisabled := w.timeout == 0
 	w.timeout = timeout
-	w.retunedAt = s.sinceEpoch() // overdue from now at the earliest
 	switch {
 	case wasDisabled:
 		// Its Beats recorded no goroutine while it was disabled, and the
@@ -231,7 +230,7 @@ func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	case timeout == 0:
 		w.overdue, w.late, w.stack = false, false, ""
 		return true
-	case w.late && w.beats.Load() > 0 && w.lateFrom == w.lastOnce() && w.retunedAt < deadlineFrom(w.lateFrom, timeout):
+	case w.late && w.beats.Load() > 0 && w.lateFrom == w.lastOnce() && s.sinceEpoch() < deadlineFrom(w.lateFrom, timeout):
 		// Late no more under the longer timeout, and no Beat since the
 		// deadline (last read once, so that a Beat storing it now cannot
 		// pass the one test and fail the other): met. A Beat since, its

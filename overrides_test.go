@@ -566,23 +566,6 @@ func TestFirstBeatAtTheFirstDeadline(t *testing.T) {
 	assert.Equal(t, stackNoBeat, takenStack(t, s, 0))
 }
 
-// TestSetWatchdogsAfterCountsFromTheShortening: a watchdog shortened past
-// its last Beat is overdue from the SetWatchdogs call, not from a deadline
-// that passed while the longer timeout was in force, so its recovery line
-// and readiness's agree on the outage.
-func TestSetWatchdogsAfterCountsFromTheShortening(t *testing.T) {
-	s, logs, clk := newFakeClockReadyServer(t)
-	w := s.Watch("loop", time.Hour)
-	defer w.Stop()
-	w.Beat()
-	clk.advance(50 * time.Minute)
-	require.NoError(t, s.SetWatchdogs(map[string]Duration{"loop": Duration(time.Second)}))
-	clk.advance(10 * time.Second)
-	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
-	w.Beat()
-	assert.Equal(t, 10*time.Second, afterOf(t, logs, "subsystem responsive again"))
-}
-
 // TestSetWatchdogsRacesARecoveringBeat races a late watchdog's Beat with
 // a SetWatchdogs too short to cover its last Beat: whichever wins, the
 // recovery is the Beat's, with its line.

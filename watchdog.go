@@ -60,10 +60,11 @@ type Watchdog struct {
 	goid  uint64
 	stack string // while late: what the deadline's line carried as stack
 	// lateFrom is, while late, the last Beat the passed deadline counted
-	// from, and lateAt when the watchdog became overdue: that deadline,
-	// or, if later, the SetWatchdogs call that shortened its timeout
-	// past it (retunedAt). Both since s.epoch.
-	lateFrom, lateAt, retunedAt time.Duration
+	// from (Watch's time before the first), since s.epoch: the recovery
+	// line counts how long the loop went without a Beat from there, not
+	// from the deadline or a retune, so that its after is the hang's
+	// length whatever timeout was in force.
+	lateFrom time.Duration
 	// unknownBeater: the loop beat while the watchdog was disabled, when
 	// a Beat records no goroutine, and has not beaten since it was
 	// switched on (retune).
@@ -187,7 +188,7 @@ func (s *Server) beatOverdue(w *Watchdog) {
 	if w.late {
 		w.late = false
 		s.log(slog.LevelInfo, "health: subsystem responsive again", "subsystem", w.name,
-			"after", roundAfter(s.sinceEpoch()-w.lateAt))
+			"after", roundAfter(s.sinceEpoch()-w.lateFrom))
 	}
 	s.watchDeadlines()
 	s.update()
