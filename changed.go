@@ -4,7 +4,7 @@ package health
 // set of unmet conditions (not of Ready's detail). A change after the call
 // is never missed, so a loop of ch := s.Changed(); act on s.Ready(); <-ch
 // wakes after every change and ends on the current state; once more when a
-// deadline's stack reaches Status. Probes never touch it.
+// stack reaches Status. Probes never touch it.
 func (s *Server) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -13,21 +13,15 @@ import (
 // sets how often the check costs the node anything.
 const dataPlaneCheckPeriod = 5 * time.Second
 
-// stallPeriods is the stall bound in periods: a check that has not returned
-// after three periods has missed two verdicts, long enough that a slow check
-// is not mistaken for a hung one.
-const stallPeriods = 3
-
-func (s *Server) stallBound() time.Duration { return stallPeriods * s.checkPeriod }
-
 // checkVerdict is the data-plane check's contribution to readiness. The zero
 // value holds nothing back: no check is set, or the last one passed.
 // Setting a check makes it pending (ErrDataPlaneCheckPending): a check that
 // has not returned has given no evidence that the data plane works.
 type checkVerdict struct {
-	pending bool  // a check is set and none has returned or stalled yet
-	err     error // the last check's error; nil when it passed or none returned yet
-	stalled bool  // a check has been running longer than the stall bound
+	pending bool   // a check is set and none has returned or stalled yet
+	err     error  // the last check's error; nil when it passed or none returned yet
+	stalled bool   // a check has been running longer than the stall bound
+	stack   string // while stalled, the stall's ERROR line's stack, once taken
 }
 
 // checkCounters count what the checks did, for Status. They are guarded by
@@ -83,6 +77,7 @@ type poller struct {
 	run      uint64        // the number of the latest check started
 	inFlight bool          // check number run has started and not returned
 	started  time.Duration // when check number run started, since Server.epoch
+	goid     uint64        // the goroutine running check number run: its stack is a stall's
 	stalled  bool          // check number run has been counted stalled
 }
 
@@ -92,9 +87,10 @@ func (s *Server) checkInstalled() bool { return s.poller != nil }
 
 // SetDataPlaneCheck runs fn in a background goroutine (the poller) at once,
 // then every 5 s until ctx (nil: Background) is done; probes read only the
-// last verdict. Runs never overlap, one running past three periods makes
-// readiness report ErrDataPlaneStalled, and until one returns it reports
-// ErrDataPlaneCheckPending: so set the check before SetDataPlaneReady.
+// last verdict. Until one returns, readiness reports ErrDataPlaneCheckPending:
+// so set the check before SetDataPlaneReady. Runs never overlap; one running
+// past three periods is a stall (ErrDataPlaneStalled), logged with the stack
+// of fn's goroutine, where it is stuck.
 //
 // A second call replaces the first, discarding its results; its verdict
 // stands until the new fn's first. A nil fn stops the poller and drops the
@@ -201,9 +197,10 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 	// start is read before the timer is armed, so that the timer runs
 	// no earlier than the stall bound after it, and a check that stalled
 	// has a duration of at least the bound.
+	goid := goroutineID()
 	s.mu.Lock()
 	p.run++
-	p.inFlight, p.stalled = true, false
+	p.inFlight, p.stalled, p.goid = true, false, goid
 	start := s.sinceEpoch()
 	p.started = start
 	s.mu.Unlock()
@@ -231,29 +228,6 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 	returned = true
 }
 
-// stallTimerRan is the stall timer's callback: it publishes the verdict,
-// which counts the check stalled if it is still running past the bound
-// (expireStall). The timer can run just as the check returns, or after a
-// later one started: the clock, not the timer, decides.
-func (s *Server) stallTimerRan() {
-	s.mu.Lock()
-	defer s.unlock()
-	s.update()
-}
-
-// expireStall counts the running check stalled once the stall bound has
-// passed at now since it started, as the stall timer would (see expire).
-// s.mu must be held.
-func (s *Server) expireStall(now time.Duration) {
-	p := s.poller
-	if p == nil || !p.inFlight || p.stalled || now-p.started < s.stallBound() {
-		return
-	}
-	p.stalled = true
-	s.checks.stalls++
-	s.recordCheck(checkVerdict{err: s.check.err, stalled: true})
-}
-
 // setCheck records the check's verdict (recordCheck) and updates
 // readiness. s.mu must be held.
 func (s *Server) setCheck(next checkVerdict) {
@@ -262,15 +236,13 @@ func (s *Server) setCheck(next checkVerdict) {
 }
 
 // recordCheck records the check's verdict, and logs it once if it changed
-// between passing, failing and stalled (never once per poll). s.mu must
-// be held.
+// between passing and failing (never once per poll), and a recovery from
+// a stall. s.mu must be held.
 func (s *Server) recordCheck(next checkVerdict) {
 	prev := s.check
 	s.check = next
 	switch {
-	case next.stalled && !prev.stalled:
-		s.log(slog.LevelError, "health: data-plane check stalled", "after", s.stallBound())
-	case next.stalled:
+	case next.stalled: // logged by expireStall, with its stack
 	case next.err != nil && (prev.err == nil || prev.stalled || newBug(prev.err, next.err)):
 		// A panic or a Goexit after failures is logged too: its
 		// stack points at a bug in the check, which a plain failure

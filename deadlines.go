@@ -40,13 +40,26 @@ func (s *Server) watchDeadlines() {
 }
 
 // wantedStack is a stack an ERROR line waits for: the goroutine's, the
-// line, queued in its place, and show, which gives the stack to Status
-// while what the line reports still holds, and reports whether it did.
-// show is called with s.mu held.
+// line, queued in its place, show, which gives the stack to Status while
+// what the line reports still holds and reports whether it did (called
+// with s.mu held), and the texts for a goroutine the dump did not hold.
 type wantedStack struct {
-	goid uint64
-	line *laterLine
-	show func(stack string) bool
+	goid             uint64
+	line             *laterLine
+	show             func(stack string) bool
+	exited, notFound string
+}
+
+// text is the stack w's line and Status carry, from a dump that took
+// stacks and was cut or not (stacksOf).
+func (w wantedStack) text(stacks map[uint64]string, cut bool) string {
+	switch s, ok := stacks[w.goid]; {
+	case ok:
+		return s
+	case cut:
+		return w.notFound
+	}
+	return w.exited
 }
 
 // expire does, for every deadline and stall bound that the clock has
@@ -91,9 +104,9 @@ func (s *Server) expireWatchdogs(now time.Duration) (marked bool) {
 		w.lateFrom = last
 		w.timeouts++
 		line := s.logLater(slog.LevelError, "health: subsystem unresponsive", "subsystem", w.name, "timeout", w.timeout)
-		if w.unknownBeater {
-			w.stack = stackBeatWhileDisabled
-			line.complete("stack", w.stack)
+		if known := knownStack(w); known != "" {
+			w.stack = known
+			line.complete("stack", known)
 			continue
 		}
 		timeouts := w.timeouts
@@ -104,9 +117,21 @@ func (s *Server) expireWatchdogs(now time.Duration) (marked bool) {
 			}
 			w.stack = stack
 			return true
-		}})
+		}, exited: stackExited, notFound: stackNotFound})
 	}
 	return marked
+}
+
+// knownStack is the text of a deadline's stack known without a dump:
+// when no goroutine is known to be the loop's; else "".
+func knownStack(w *Watchdog) string {
+	switch {
+	case w.unknownBeater:
+		return stackBeatWhileDisabled
+	case w.goid == 0:
+		return stackNoBeat
+	}
+	return ""
 }
 
 // deadlinesPassed is the deadline timer's callback: it publishes the
@@ -179,11 +204,11 @@ func (s *Server) completeStacks(batch []wantedStack) {
 	for i, w := range batch {
 		ids[i] = w.goid
 	}
-	stacks := s.stackq.dumper.stacksOf(maxDump, runtime.NumGoroutine(), ids)
+	stacks, cut := s.stackq.dumper.stacksOf(maxDump, runtime.NumGoroutine(), ids)
 	s.mu.Lock()
 	shown := false
 	for _, w := range batch {
-		if w.show(stacks[w.goid]) {
+		if w.show(w.text(stacks, cut)) {
 			shown = true
 		}
 	}
@@ -192,7 +217,7 @@ func (s *Server) completeStacks(batch []wantedStack) {
 	}
 	s.mu.Unlock()
 	for _, w := range batch {
-		w.line.complete("stack", stacks[w.goid])
+		w.line.complete("stack", w.text(stacks, cut))
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// The texts a deadline's stack attribute carries when there is no stack to
-// show. They are constants, so that an alert or a grep can match them.
+// The texts a stack attribute carries when there is no stack to show.
+// They are constants, so that an alert or a grep can match them.
 const (
 	// stackExited: the goroutine that last made the watchdog met has
 	// returned, and the watchdog was not stopped: a loop that ended
@@ -24,6 +24,11 @@ const (
 	// maxDumpPause) before the goroutine's turn came; it may or may not
 	// be alive.
 	stackNotFound = "the goroutine that last beat is not in the part of the process's stacks the dump took"
+	// stackCheckExited, stackCheckNotFound: the same of a stalled
+	// check's goroutine, which can have exited only if the check
+	// returned and its poller ended before the dump.
+	stackCheckExited   = "the check's goroutine has exited"
+	stackCheckNotFound = "the check's goroutine is not in the part of the process's stacks the dump took"
 )
 
 // maxStack bounds a stack in the log and in Status: a loop's stack is a
@@ -108,52 +113,39 @@ func headerID(stack []byte) uint64 {
 // stacksOf returns, for each goroutine id given, its stack as the runtime
 // prints it (runtime.Stack's format: the header with its wait reason, and
 // the minutes waited once it has waited a minute, then its frames), cut
-// at maxStack; stackNoBeat for id 0; stackExited for a goroutine that no
-// longer exists (ids are never reused); stackNotFound when the dump was
-// cut before it; and, when a dump is foreseen to stop the world for longer
-// than maxDumpPause, a text saying it was not taken.
+// at maxStack, and reports whether the dump was cut before its end. A
+// goroutine the dump did not hold has no stack: it no longer exists (ids
+// are never reused), or, when the dump was cut, it may be past its end;
+// the caller says which in its own words. When a dump is foreseen to stop
+// the world for longer than maxDumpPause, none is taken, and each id gets
+// a text saying so.
 //
 // One dump serves every stack wanted meanwhile (stackQueue), never under
 // the Server's lock (see maxDumpPause for its cost). The dump is dropped
 // before it returns; the stacks are copies.
-func (d *dumper) stacksOf(limit, goroutines int, ids []uint64) map[uint64]string {
-	stacks := make(map[uint64]string, len(ids))
-	need := 0
+func (d *dumper) stacksOf(limit, goroutines int, ids []uint64) (stacks map[uint64]string, cut bool) {
+	stacks = make(map[uint64]string, len(ids))
 	for _, id := range ids {
-		if id == 0 {
-			stacks[id] = stackNoBeat
-		} else {
-			stacks[id] = "" // wanted
-			need++
-		}
-	}
-	if need == 0 {
-		return stacks
+		stacks[id] = "" // wanted
 	}
 	cost := d.cost
 	if cost == 0 {
 		cost = firstDumpCost
 	}
 	if pause := time.Duration(goroutines) * cost; pause > maxDumpPause {
-		for id, s := range stacks {
-			if s == "" {
-				stacks[id] = fmt.Sprintf("not taken: a dump of the process's %d goroutines would stop it for about %v (the bound is %v)",
-					goroutines, pause.Round(time.Millisecond), maxDumpPause)
-			}
+		for id := range stacks {
+			stacks[id] = fmt.Sprintf("not taken: a dump of the process's %d goroutines would stop it for about %v (the bound is %v)",
+				goroutines, pause.Round(time.Millisecond), maxDumpPause)
 		}
-		return stacks
+		return stacks, false
 	}
-	cut := d.takeDump(limit, goroutines, stacks)
+	cut = d.takeDump(limit, goroutines, stacks)
 	for id, s := range stacks {
-		switch {
-		case s != "":
-		case cut:
-			stacks[id] = stackNotFound
-		default:
-			stacks[id] = stackExited
+		if s == "" {
+			delete(stacks, id)
 		}
 	}
-	return stacks
+	return stacks, cut
 }
 
 // takeDump dumps every goroutine's stack and fills in the wanted stacks

@@ -57,25 +57,25 @@ func testDumper() (*dumper, *fakeClock) {
 }
 
 // TestStacksOf picks each goroutine's block out of a dump, alone and
-// exactly as the runtime printed it, and says so when there is none.
+// exactly as the runtime printed it, and, when there is none, the words
+// of the one that wants it say why.
 func TestStacksOf(t *testing.T) {
 	d, _ := testDumper() // every dump takes no time: none is foreseen too long
 	calls := 0
 	d.dump = dumpOf(fakeDump, &calls)
-	got := d.stacksOf(maxDump, 3, []uint64{12, 1, 123, 0, 99, 2})
+	got, cut := d.stacksOf(maxDump, 3, []uint64{12, 1, 123, 99, 2})
 	assert.Equal(t, map[uint64]string{
 		12:  "goroutine 12 [sync.Mutex.Lock, 3 minutes]:\nsync.(*Mutex).Lock(...)\n\t/go/src/sync/mutex.go:46\nmain.reconcile()\n\t/src/main.go:20 +0x2d\ncreated by main.main in goroutine 1\n\t/src/main.go:13 +0x85",
 		1:   "goroutine 1 [running]:\nmain.main()\n\t/src/main.go:9 +0x11c",
 		123: "goroutine 123 [chan receive]:\nmain.watch()\n\t/src/main.go:30 +0x19\ncreated by main.main in goroutine 1\n\t/src/main.go:16 +0xe5",
-		0:   "no goroutine has beaten yet",
-		99:  "the goroutine that last beat has exited",
-		2:   "the goroutine that last beat has exited",
-	}, got)
+	}, got, "none for 99 and 2: the dump ended without them")
+	assert.False(t, cut)
 	assert.Equal(t, 1, calls, "one dump for every id")
-
-	got = d.stacksOf(maxDump, 3, []uint64{0})
-	assert.Equal(t, map[uint64]string{0: "no goroutine has beaten yet"}, got)
-	assert.Equal(t, 1, calls, "no dump when no goroutine is known")
+	deadline := wantedStack{goid: 99, exited: stackExited, notFound: stackNotFound}
+	stall := wantedStack{goid: 99, exited: stackCheckExited, notFound: stackCheckNotFound}
+	assert.Equal(t, "the goroutine that last beat has exited", deadline.text(got, cut))
+	assert.Equal(t, "the check's goroutine has exited", stall.text(got, cut))
+	assert.Equal(t, got[12], wantedStack{goid: 12}.text(got, cut))
 
 	// A dump that fills every buffer up to the limit is cut there: a
 	// goroutine not in it may be alive, so it is not said to have exited.
@@ -85,8 +85,11 @@ func TestStacksOf(t *testing.T) {
 		return copy(buf, strings.Repeat(block, len(buf)/len(block)+1))
 	}
 	calls = 0
-	got = d.stacksOf(1<<20, 3, []uint64{1, 5})
-	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: "the goroutine that last beat is not in the part of the process's stacks the dump took"}, got)
+	got, cut = d.stacksOf(1<<20, 3, []uint64{1, 99})
+	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx"}, got)
+	assert.True(t, cut)
+	assert.Equal(t, "the goroutine that last beat is not in the part of the process's stacks the dump took", deadline.text(got, cut))
+	assert.Equal(t, "the check's goroutine is not in the part of the process's stacks the dump took", stall.text(got, cut))
 	assert.Equal(t, 5, calls, "64 KiB, doubled up to the 1 MiB limit")
 	calls = 0
 	d.stacksOf(1<<20, 3, []uint64{1, 5})
@@ -100,7 +103,7 @@ func TestStacksOf(t *testing.T) {
 			"goroutine 7 [select]:\nmain.loop()\nmain.f" + strings.Repeat("é", 200) // past the buffer's end
 		return copy(buf, text)
 	}
-	got = d.stacksOf(64<<10, 3, []uint64{7})
+	got, _ = d.stacksOf(64<<10, 3, []uint64{7})
 	assert.Equal(t, map[uint64]string{7: "goroutine 7 [select]:\nmain.loop()" + stackCutDump}, got)
 
 	// The first buffer is sized for the goroutines: one stop of the
@@ -111,7 +114,7 @@ func TestStacksOf(t *testing.T) {
 	d, _ = testDumper()
 	d.dump = fits
 	calls = 0
-	got = d.stacksOf(maxDump, 20, []uint64{9})
+	got, _ = d.stacksOf(maxDump, 20, []uint64{9})
 	assert.Equal(t, "goroutine 9 [select]:\ny", got[9])
 	assert.Equal(t, 3, calls, "20 goroutines guessed at 40 KiB: 64 KiB, 128, then 256 fits")
 	d, _ = testDumper()
@@ -125,7 +128,7 @@ func TestStacksOf(t *testing.T) {
 	d, _ = testDumper()
 	d.dump = fits
 	calls = 0
-	got = d.stacksOf(maxDump, 20, []uint64{1})
+	got, _ = d.stacksOf(maxDump, 20, []uint64{1})
 	assert.Equal(t, "goroutine 1 [running]:\nx", got[1])
 	assert.Equal(t, 1, calls, "found whole in the first, full buffer")
 }
@@ -139,17 +142,15 @@ func TestStacksOfPauseBound(t *testing.T) {
 	calls := 0
 	d.dump = dumpOf(fakeDump, &calls)
 	d.cost = time.Millisecond
-	got := d.stacksOf(maxDump, 501, []uint64{12, 0})
-	assert.Equal(t, map[uint64]string{
-		12: "not taken: a dump of the process's 501 goroutines would stop it for about 501ms (the bound is 500ms)",
-		0:  "no goroutine has beaten yet",
-	}, got)
+	got, _ := d.stacksOf(maxDump, 501, []uint64{12, 1})
+	notTaken := "not taken: a dump of the process's 501 goroutines would stop it for about 501ms (the bound is 500ms)"
+	assert.Equal(t, map[uint64]string{12: notTaken, 1: notTaken}, got)
 	assert.Zero(t, calls)
 	d.dump = func(buf []byte) int {
 		clk.advance(400 * time.Microsecond)
 		return dumpOf(fakeDump, &calls)(buf)
 	}
-	got = d.stacksOf(maxDump, 500, []uint64{12})
+	got, _ = d.stacksOf(maxDump, 500, []uint64{12})
 	assert.True(t, strings.HasPrefix(got[12], "goroutine 12 ["), "at the bound, a dump")
 	assert.Equal(t, 1, calls)
 	assert.Equal(t, 800*time.Nanosecond, d.cost, "the cost measured anew: 400 µs for 500 goroutines")
@@ -163,8 +164,9 @@ func TestStacksOfPauseBound(t *testing.T) {
 		return copy(buf, strings.Repeat("goroutine 1 [running]:\nx\n\n", len(buf)/26+1))
 	}
 	calls = 0
-	got = d.stacksOf(maxDump, 3, []uint64{1, 5})
-	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: stackNotFound}, got)
+	got, cut := d.stacksOf(maxDump, 3, []uint64{1, 5})
+	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx"}, got)
+	assert.True(t, cut)
 	assert.Equal(t, 1, calls, "300 ms spent: no room for another 300")
 	assert.Equal(t, 100*time.Millisecond, d.cost, "300 ms for 3 goroutines")
 }
@@ -393,7 +395,7 @@ func BenchmarkStackCapture(b *testing.B) {
 		b.ReportAllocs()
 		d := dumper{dump: dumpAll, clock: systemClock{}}
 		for b.Loop() {
-			if s := d.stacksOf(maxDump, runtime.NumGoroutine(), []uint64{id}); !strings.HasPrefix(s[id], "goroutine ") {
+			if s, _ := d.stacksOf(maxDump, runtime.NumGoroutine(), []uint64{id}); !strings.HasPrefix(s[id], "goroutine ") {
 				b.Fatal(s[id])
 			}
 		}

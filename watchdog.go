@@ -9,12 +9,10 @@ import (
 	"time"
 )
 
-// A Watchdog, made by Server.Watch, watches one of the agent's loops: the
-// loop calls Beat every turn, and one that stops beating for longer than
-// its timeout makes the node not ready (ErrSubsystemUnresponsive), never
-// restarts it. A deadline passed logs ERROR with the stack of the goroutine
-// whose Beat last made it met: so beat from the loop's own goroutine, where
-// it hangs. Its methods are safe for concurrent use.
+// A Watchdog, made by Server.Watch, watches one of the agent's loops, which
+// calls Beat every turn. A deadline passed logs ERROR with the stack of the
+// goroutine whose Beat last made it met: so beat from the loop's own
+// goroutine, where it hangs. Its methods are safe for concurrent use.
 type Watchdog struct {
 	s       *Server
 	name    string
