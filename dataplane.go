@@ -87,16 +87,14 @@ func (s *Server) checkInstalled() bool { return s.poller != nil }
 
 // SetDataPlaneCheck runs fn in a background goroutine (the poller) at once,
 // then every 5 s until ctx (nil: Background) is done; probes read only the
-// last verdict. Until one returns, readiness reports ErrDataPlaneCheckPending:
-// so set the check before SetDataPlaneReady. Runs never overlap; one running
-// past three periods is a stall (ErrDataPlaneStalled), logged with the stack
-// of fn's goroutine, where it is stuck.
+// last verdict, pending until one returns: so set the check before
+// SetDataPlaneReady. Runs never overlap; one running past three periods is
+// a stall, logged with the stack of fn's goroutine, where it is stuck.
 //
-// A second call replaces the first, discarding its results; its verdict
-// stands until the new fn's first. A nil fn stops the poller and drops the
-// verdict. A panic or runtime.Goexit in fn is a failed check, logged with
-// its stack. Once ctx is done the poller exits as soon as fn returns, and
-// the verdict stays (pending, if none returned).
+// A second call replaces the first, whose verdict stands until the new
+// fn's first. A nil fn stops the poller and drops the verdict. A panic or
+// runtime.Goexit in fn is a failed check, logged with its stack. Once ctx
+// is done the poller exits as soon as fn returns; the verdict stays.
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()

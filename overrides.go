@@ -10,8 +10,7 @@ import (
 )
 
 // Duration is a timeout in Config.Watchdogs, read and written as a Go
-// duration string ("90s", "10m", 0 for none) by gopkg.in/yaml.v3 and
-// encoding/json alike: the package imports no yaml.
+// duration string ("90s", "10m", 0 for none) by yaml.v3 and JSON alike.
 type Duration time.Duration
 
 // MarshalText writes d as time.Duration.String does: "10m0s".
@@ -31,8 +30,7 @@ func (d *Duration) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// UnmarshalYAML reads a scalar as UnmarshalText does, and refuses a list or
-// map quoting it.
+// UnmarshalYAML is UnmarshalText for a scalar; a list or map is an error.
 func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
 	// The older form of yaml.v3's Unmarshaler, which needs no import of
 	// yaml: yaml.v3 alone would name only the type of a list or map.

@@ -54,8 +54,7 @@ func newVerdict(unmet reasonSet, err error, checkInstalled bool) *verdict {
 }
 
 // Ready returns nil when /readyz would answer 200, else an error that
-// errors.Is the first unmet condition's sentinel, its text carrying detail
-// for the agent's authenticated uses.
+// errors.Is the first unmet condition's sentinel, with detail.
 func (s *Server) Ready() error {
 	return s.verdict.Load().err
 }

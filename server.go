@@ -74,10 +74,10 @@ type Server struct {
 // NewServer returns a Server for cfg, defaults applied (a nil logger means
 // slog.Default()). It is not ready, and its delivery mode is streaming.
 //
-// No method, probe or Serve waits for the logger, whose handler may call the
-// Server: a goroutine of the package's writes the lines in order, each with
-// its call's time and source. While the logger blocks, 256 lines wait; older
-// ones are dropped and counted; a handler's panic costs only its line.
+// No method, probe or Serve waits for the logger, whose handler may call
+// the Server: a goroutine of the package's writes the lines in order, with
+// their calls' times and sources. While it blocks, 256 lines wait, older
+// ones dropped and counted; a handler's panic costs only its line.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
 	return newServer(cfg, logger, systemClock{})
 }

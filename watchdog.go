@@ -107,16 +107,16 @@ type watchState struct {
 }
 
 // Watch returns a watchdog for a loop, named name in the log, Ready and
-// Status (names may repeat). It is unmet until the first Beat, then met until
-// timeout passes without one; one timer, never a probe, watches deadlines,
-// and readiness reports one within a second, never before. Watch at
-// bring-up, with a timeout of seconds to minutes, well above the loop's
-// longest healthy turn. A non-positive timeout panics, naming the watchdog.
+// Status (names may repeat; name loops by kind, "reconcile", not by peer:
+// each name's totals last the Server's life). It is unmet until the first
+// Beat, then met until timeout passes without one, which a timer, never a
+// probe, reports within a second, never before. Watch at bring-up, with a
+// timeout well above the loop's longest healthy turn. A non-positive
+// timeout panics, naming the watchdog.
 //
 // A name in the overrides in force (Config.Watchdogs, then SetWatchdogs's)
 // takes their timeout instead, logged at INFO; 0 there disables the
-// watchdog (never unmet), a negative one is ignored with an ERROR line. Name loops by kind ("reconcile"), not by
-// peer: each name's totals last the Server's life.
+// watchdog (never unmet), a negative one is ignored with an ERROR line.
 func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	if timeout <= 0 {
 		panic(fmt.Sprintf("health: Watch %q: timeout %v is not positive", name, timeout))
@@ -138,10 +138,9 @@ func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	return w
 }
 
-// Beat tells readiness that the loop has turned. On a met watchdog it takes
-// no lock and allocates nothing; on an overdue one readiness recovers before
-// it returns. A loop that waits for events beats on an idle tick too. After
-// Stop it does nothing.
+// Beat tells readiness that the loop has turned: with no lock and no
+// allocation when met; when overdue, readiness recovers before it returns.
+// A loop that waits for events beats on an idle tick too.
 func (w *Watchdog) Beat() {
 	now := int64(w.s.sinceEpoch())
 	// Only forward: a Beat that read the clock before another one's
