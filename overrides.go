@@ -147,11 +147,10 @@ func (c *Config) validateWatchdogs() error {
 const minOverride = time.Second
 
 // SetWatchdogs replaces the overrides in force (Config.Watchdogs at the
-// start), validated as Validate does: an error changes nothing. A restart
-// to retune a falsely firing watchdog would run the drain path. A changed
-// timeout takes effect at once, from the last Beat, logged at INFO as the
-// config's; once readiness has been ready, a new name no Watch uses logs a
-// WARN.
+// start) with the whole map m: a name m leaves out is back to the code's
+// timeout. An m Validate refuses changes nothing. A changed timeout takes
+// effect at once, from the last Beat, logged at INFO, with no restart (the
+// drain path); once ready, a name no Watch uses logs a WARN.
 func (s *Server) SetWatchdogs(m map[string]Duration) error {
 	if err := (&Config{Watchdogs: m}).validateWatchdogs(); err != nil {
 		return err
@@ -205,13 +204,19 @@ func (s *Server) timeoutFor(name string, code time.Duration) time.Duration {
 // change, and reports whether w is to be stored met once the verdict is
 // published (see Watchdog.met). A watchdog it makes met without a Beat
 // (disabled, or late no more) logs no "responsive again": it did not beat;
-// the line of the change says why. s.mu must be held; the caller arms the
-// timer and publishes.
+// the line of the change says why. A change that an override's removal
+// makes says so, and that the code's timeout is back: read as the config's,
+// it would look like a new override of the code's value. s.mu must be
+// held; the caller arms the timer and publishes.
 func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	if timeout == w.timeout {
 		return false
 	}
-	s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", w.name, "timeout", timeout)
+	if _, overridden := s.overrides[w.name]; overridden {
+		s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", w.name, "timeout", timeout)
+	} else {
+		s.log(slog.LevelInfo, "health: watchdog override removed; the code's timeout is back", "subsystem", w.name, "timeout", timeout)
+	}
 	wasDisabled := w.timeout == 0
 	w.timeout = timeout
 	switch {

@@ -374,11 +374,42 @@ func TestSetWatchdogsRetunesARunningWatchdog(t *testing.T) {
 	assert.Equal(t, []string{
 		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=1s`,
 		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=1h0m0s`,
-		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=30m0s`,
+		`level=INFO msg="health: watchdog override removed; the code's timeout is back" subsystem=reconcile timeout=30m0s`,
 		`level=WARN msg="health: watchdog override matches no watchdog" subsystem=other`,
 		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=0s`,
 		`level=INFO msg="health: watchdog timeout set by config" subsystem=reconcile timeout=1h0m0s`,
 	}, configLines(logs))
+}
+
+// TestSetWatchdogsRemovedOverrideSaysSo: when SetWatchdogs leaves out a
+// name whose override changed its watchdog's timeout, the INFO line says
+// the override was removed and the code's timeout is back, not that the
+// config set one; a removal that changes no timeout logs nothing.
+func TestSetWatchdogsRemovedOverrideSaysSo(t *testing.T) {
+	removed := []string{`level=INFO msg="health: watchdog override removed; the code's timeout is back" subsystem=reconcile timeout=2m0s`}
+	for _, tc := range []struct {
+		name          string
+		before, after map[string]Duration
+		timeout       time.Duration // in force after
+		lines         []string
+	}{
+		{"a longer timeout", map[string]Duration{"reconcile": Duration(10 * time.Minute)}, nil, 2 * time.Minute, removed},
+		{"a disabled watchdog", map[string]Duration{"reconcile": 0}, map[string]Duration{"other": Duration(time.Minute)}, 2 * time.Minute, removed},
+		{"the code's own timeout", map[string]Duration{"reconcile": Duration(2 * time.Minute)}, nil, 2 * time.Minute, []string{}},
+		{"another name's", map[string]Duration{"reconcile": Duration(10 * time.Minute), "other": 0},
+			map[string]Duration{"reconcile": Duration(10 * time.Minute)}, 10 * time.Minute, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, logs := newTestServer(t)
+			require.NoError(t, s.SetWatchdogs(tc.before))
+			w := s.Watch("reconcile", 2*time.Minute)
+			defer w.Stop()
+			seen := len(configLines(logs))
+			require.NoError(t, s.SetWatchdogs(tc.after))
+			assert.Equal(t, tc.timeout, s.Status().Watchdogs[0].Timeout)
+			assert.Equal(t, tc.lines, configLines(logs)[seen:])
+		})
+	}
 }
 
 // beatWhileDisabled returns a watchdog that beat while the overrides
