@@ -127,6 +127,19 @@ func (c *fakeClock) advance(d time.Duration) {
 	}
 }
 
+// tickerAt returns when the clock's ticker (a Server has one, its
+// poller's) ticks next; the zero time when none is armed.
+func (c *fakeClock) tickerAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ft := range c.timers {
+		if ft.f == nil {
+			return ft.at
+		}
+	}
+	return time.Time{}
+}
+
 // newFakeClockServer is newTestServer on a fake clock.
 func newFakeClockServer(t *testing.T) (*Server, *logBuffer, *fakeClock) {
 	t.Helper()

@@ -34,6 +34,7 @@ type internalState struct {
 	check      checkVerdict
 	poller     *poller       // nil when no check is set
 	run        uint64        // the number of poller's latest check; 0 with none
+	running    bool          // poller's latest check has started and not returned
 	timerArmed bool          // the deadline timer is armed
 	timerAt    time.Duration // the deadline it was last armed for, since epoch
 	watchGen   uint64        // watchState.gen: it moves each time the timer is armed or stopped
@@ -55,7 +56,7 @@ func internals(s *Server) internalState {
 			watched:    append([]*Watchdog(nil), s.watch.list...),
 		}
 		if s.poller != nil {
-			st.run = s.poller.run
+			st.run, st.running = s.poller.run, s.poller.inFlight
 		}
 	})
 	return st

@@ -177,20 +177,19 @@ func TestWatchdogFirstDeadline(t *testing.T) {
 // Beat nor every few milliseconds.
 func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
 	const timeout = 150 * time.Millisecond
-	s, logs := newReadyServer(t)
+	s, logs, clk := newFakeClockReadyServer(t)
 	w := s.Watch("reconcile", timeout)
 	defer w.Stop()
 	w.Beat()
 	gen := internals(s).watchGen
-	start := time.Now()
-	for time.Since(start) < 5*timeout {
+	const turns = 50 // a tenth of the timeout each: five timeouts
+	for range turns {
+		clk.advance(timeout / 10) // the loop's turn
 		w.Beat()
 		require.NoError(t, s.Ready(), "a beating loop is met")
-		time.Sleep(timeout / 10) // the loop's turn
 	}
-	elapsed := time.Since(start)
 	arms := internals(s).watchGen - gen
-	assert.LessOrEqual(t, arms, uint64(2*elapsed/timeout+2), "the timer rearms about once per timeout")
+	assert.LessOrEqual(t, arms, uint64(turns/10+1), "the timer rearms about once per timeout")
 	assert.Zero(t, logs.count("health: subsystem"))
 }
 
@@ -198,16 +197,15 @@ func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
 // before it returns; each deadline passed is logged once, each recovery
 // once, and nothing is logged per Beat.
 func TestWatchdogRecovers(t *testing.T) {
-	// Long enough that no second deadline passes while a round checks its
-	// counts after the recovering Beats, on a slow machine.
 	const timeout = 250 * time.Millisecond
-	s, logs := newReadyServer(t)
+	s, logs, clk := newFakeClockReadyServer(t)
 	w := s.Watch("reconcile", timeout)
 	defer w.Stop()
 
 	for round := 1; round <= 2; round++ {
 		w.Beat()
-		waitUnresponsive(t, s, "the deadline")
+		clk.advance(timeout)
+		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "the deadline")
 		assert.False(t, internals(s).timerArmed, "nothing left to fire: the line cannot repeat")
 
 		w.Beat()
