@@ -163,3 +163,32 @@ func TestVerdictDeadlinePassedBeforeItsTimer(t *testing.T) {
 		})
 	}
 }
+
+// TestPublicationDoesNotWaitForTheStack: an input whose publication finds
+// a deadline passed (its timer not yet run) returns while that deadline's
+// stack is being taken: a dump stops the world, and neither a setter nor
+// a Beat waits for one.
+func TestPublicationDoesNotWaitForTheStack(t *testing.T) {
+	s, logs, clk := newFakeClockReadyServer(t)
+	inDump, release := make(chan struct{}, 1), make(chan struct{})
+	s.stackq.dumper.dump = func(buf []byte) int {
+		inDump <- struct{}{}
+		<-release
+		return dumpAll(buf)
+	}
+	w := s.Watch("reconcile", time.Minute)
+	defer w.Stop()
+	other := s.Watch("other", time.Hour)
+	defer other.Stop()
+	w.Beat()
+	other.Beat()
+	clk.jump(time.Minute)
+	returnsPromptly(t, "SetRegistered", s.SetRegistered)
+	<-inDump
+	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "published before the stack is taken")
+	returnsPromptly(t, "a Beat of another loop", other.Beat)
+	returnsPromptly(t, "the loop's Beat", w.Beat)
+	require.NoError(t, s.Ready())
+	close(release)
+	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=1m0s stack="goroutine `))
+}

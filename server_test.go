@@ -104,9 +104,10 @@ func setCheckVerdict(s *Server, v checkVerdict) {
 }
 
 // advanceAside runs clk.advance in a goroutine of its own, and returns a
-// channel closed once it has returned: an advance that takes the stacks
-// blocks in a test's dump until the test releases it, and one that should
-// not must fail the test's wait, not hang it.
+// channel closed once it has returned: a timer that took a deadline's
+// stack itself, rather than leave it to a goroutine of its own, would
+// block in a test's dump until the test releases it, and must fail the
+// test's wait, not hang it.
 func advanceAside(clk *fakeClock, d time.Duration) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {

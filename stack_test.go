@@ -305,12 +305,13 @@ func TestStackBeforeTheFirstBeat(t *testing.T) {
 	assert.Zero(t, dumps)
 }
 
-// TestStackOncePerDeadlineOutsideTheLock: a deadline dumps the goroutines
-// once, whatever the Beats and probes around it, and never under the
-// Server's lock; watchdogs whose deadlines pass together share one dump.
-func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
-	s, _, clk := newFakeClockReadyServer(t)
-	var dumps, locked atomic.Int32
+// lockWatchingDump has s dump with dump, counting the dumps and those
+// taken while s.mu was held, and sending on dumped once each is done: a
+// test waits on dumped rather than take the lock while a dump may run,
+// so that only the Server's own holding of it can count.
+func lockWatchingDump(s *Server, dump func([]byte) int) (dumps, locked *atomic.Int32, dumped <-chan struct{}) {
+	dumps, locked = new(atomic.Int32), new(atomic.Int32)
+	done := make(chan struct{}, 16)
 	s.stackq.dumper.dump = func(buf []byte) int {
 		dumps.Add(1)
 		if s.mu.TryLock() {
@@ -318,11 +319,20 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 		} else {
 			locked.Add(1)
 		}
-		return dumpAll(buf)
+		defer func() { done <- struct{}{} }()
+		return dump(buf)
 	}
-	// The deadlines are passed by hand, in this goroutine, so that no
-	// Status or probe of the test's holds the lock as the dump looks at
-	// it, and no deadline passes early on a slow machine.
+	return dumps, locked, done
+}
+
+// TestStackOncePerDeadlineOutsideTheLock: a deadline dumps the goroutines
+// once, whatever the Beats and probes around it, and never under the
+// Server's lock; watchdogs whose deadlines pass together share one dump.
+func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
+	s, _, clk := newFakeClockReadyServer(t)
+	dumps, locked, dumped := lockWatchingDump(s, dumpAll)
+	// The deadlines are passed by hand, so that no deadline passes early
+	// on a slow machine.
 	w := s.Watch("reconcile", time.Hour)
 	for round := 1; round <= 3; round++ {
 		for range 100 {
@@ -331,6 +341,7 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 		}
 		clk.advance(2 * time.Hour)
 		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+		<-dumped
 		takenStack(t, s, 0)
 		assert.Equal(t, int32(round), dumps.Load(), "one dump per deadline")
 		s.Status()
@@ -346,6 +357,7 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 	b.Beat()
 	dumps.Store(0)
 	clk.advance(2 * time.Hour) // both an hour past their deadline
+	<-dumped
 	takenStack(t, s, 0)
 	takenStack(t, s, 1)
 	assert.Equal(t, int32(1), dumps.Load())
@@ -430,11 +442,10 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	}
 	// The deadlines are passed by hand: with real ones, a slow machine
 	// could pass reconcile's again after its recovery, and log lines this
-	// test does not expect. The first advance takes the stacks, so it
-	// blocks in the dump until release. The second deadline is a
-	// nanosecond after the first, so that the dump it passes during
-	// takes only that long on the Server's clock, and the next one is
-	// foreseen short enough to take.
+	// test does not expect. The first deadline's dump blocks until
+	// release. The second deadline is a nanosecond after the first, so
+	// that the dump it passes during takes only that long on the
+	// Server's clock, and the next one is foreseen short enough to take.
 	w := s.Watch("reconcile", time.Hour)
 	defer w.Stop()
 	other := s.Watch("watch", time.Hour)
@@ -448,6 +459,11 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	case <-inDump:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no dump within 10 s of the deadline")
+	}
+	select {
+	case <-firstPassed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deadline's timer waited for the dump")
 	}
 	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "published while the dump runs")
 	st := s.Status().Watchdogs[0]
@@ -469,7 +485,6 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	assert.False(t, s.Status().Watchdogs[0].Overdue, "recovered before Beat returned, the dump still running")
 	close(release)
 	<-inDump // the second deadline's dump, after the first
-	<-firstPassed
 	assert.Equal(t, []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
 		`level=INFO msg="health: readiness changed" ready=true after=…`,
@@ -516,12 +531,11 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 	}
 	// The deadlines are passed by hand: with real ones, a pause between a
 	// Watch and its Beat on a slow machine would pass a deadline more.
-	// The first advance takes the stacks, so it blocks in the dump until
-	// release; the second finds it dumping, and queues the three
-	// deadlines it passes for it. Those come a nanosecond after the
-	// first, so that the dump they pass during takes only that long on
-	// the Server's clock, and the next one is foreseen short enough to
-	// take.
+	// The first deadline's dump blocks until release; the second advance
+	// finds it dumping, and queues the three deadlines it passes for it.
+	// Those come a nanosecond after the first, so that the dump they pass
+	// during takes only that long on the Server's clock, and the next one
+	// is foreseen short enough to take.
 	first := s.Watch("first", time.Hour)
 	defer first.Stop()
 	first.Beat()

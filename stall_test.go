@@ -144,23 +144,15 @@ func TestStalledCheckSaysWhere(t *testing.T) {
 			})
 			id := <-ids
 			eventually(t, func() bool { return goroutineHeader(id) == fmt.Sprintf("goroutine %d [chan receive]:", id) }, "the check parked in its call")
-			var dumps, locked atomic.Int32
 			dump := dumpAll
 			if tc.dump != nil {
 				dump = tc.dump(id)
 			}
-			s.stackq.dumper.dump = func(buf []byte) int {
-				dumps.Add(1)
-				if s.mu.TryLock() {
-					s.mu.Unlock()
-				} else {
-					locked.Add(1)
-				}
-				return dump(buf)
-			}
+			dumps, locked, dumped := lockWatchingDump(s, dump)
 
 			clk.advance(s.stallBound())
 			require.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
+			<-dumped
 			eventually(t, func() bool { return s.Status().Check.Stack != "" }, "the stalled check's stack")
 			stack := s.Status().Check.Stack
 			tc.want(t, id, stack)
