@@ -35,10 +35,7 @@ func deadlineLines(logs *logBuffer) []string {
 // switches it on, which logs the deadline as its timer would have.
 func TestVerdictReenabledWatchdogPastItsDeadline(t *testing.T) {
 	s, logs, clk := newFakeClockReadyServer(t)
-	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": 0}))
-	w := s.Watch("reconcile", time.Minute)
-	defer w.Stop()
-	w.Beat() // while disabled
+	watchBeatenWhileDisabled(t, s, "reconcile", time.Minute)
 	clk.advance(2 * time.Minute)
 	require.NoError(t, s.Ready())
 	seen := len(readinessChanges(logs))
@@ -170,12 +167,7 @@ func TestVerdictDeadlinePassedBeforeItsTimer(t *testing.T) {
 // a Beat waits for one.
 func TestPublicationDoesNotWaitForTheStack(t *testing.T) {
 	s, logs, clk := newFakeClockReadyServer(t)
-	inDump, release := make(chan struct{}, 1), make(chan struct{})
-	s.stackq.dumper.dump = func(buf []byte) int {
-		inDump <- struct{}{}
-		<-release
-		return dumpAll(buf)
-	}
+	inDump, release := holdDumps(s)
 	w := s.Watch("reconcile", time.Minute)
 	defer w.Stop()
 	other := s.Watch("other", time.Hour)

@@ -412,14 +412,22 @@ func TestSetWatchdogsRemovedOverrideSaysSo(t *testing.T) {
 	}
 }
 
+// watchBeatenWhileDisabled watches name for code on s with the overrides
+// disabling it, and beats it once: a Beat that records no goroutine.
+func watchBeatenWhileDisabled(t *testing.T, s *Server, name string, code time.Duration) *Watchdog {
+	t.Helper()
+	require.NoError(t, s.SetWatchdogs(map[string]Duration{name: 0}))
+	w := s.Watch(name, code)
+	t.Cleanup(w.Stop)
+	w.Beat()
+	return w
+}
+
 // beatWhileDisabled returns a watchdog that beat while the overrides
 // disabled it, then was switched back on to its code's minute.
 func beatWhileDisabled(t *testing.T) (*Server, *Watchdog, *fakeClock) {
 	s, _, clk := newFakeClockReadyServer(t)
-	require.NoError(t, s.SetWatchdogs(map[string]Duration{"reconcile": 0}))
-	w := s.Watch("reconcile", time.Minute)
-	t.Cleanup(w.Stop)
-	w.Beat()
+	w := watchBeatenWhileDisabled(t, s, "reconcile", time.Minute)
 	require.NoError(t, s.SetWatchdogs(nil))
 	require.NoError(t, s.Ready(), "beaten: met until a minute after that Beat")
 	require.False(t, w.met.Load(), "the next Beat takes the lock, to record its goroutine")
@@ -526,10 +534,7 @@ func TestSetWatchdogsFirstBeatRacesEnable(t *testing.T) {
 // beaten while enabled: its next deadline shows that Beat's goroutine.
 func TestSetWatchdogsStackAfterALateRetune(t *testing.T) {
 	s, _, clk := newFakeClockReadyServer(t)
-	require.NoError(t, s.SetWatchdogs(map[string]Duration{"x": 0}))
-	w := s.Watch("x", time.Hour)
-	defer w.Stop()
-	w.Beat() // while disabled
+	w := watchBeatenWhileDisabled(t, s, "x", time.Hour)
 	require.NoError(t, s.SetWatchdogs(map[string]Duration{"x": Duration(time.Minute)}))
 	clk.advance(2 * time.Minute)
 	require.Equal(t, stackBeatWhileDisabled, s.Status().Watchdogs[0].Stack)

@@ -424,6 +424,18 @@ func parkDeep(depth int, park func()) {
 	parkDeep(depth-1, park)
 }
 
+// holdDumps has s's dumps each send on inDump, then wait until release
+// is closed, for a test that acts while a dump runs.
+func holdDumps(s *Server) (inDump <-chan struct{}, release chan<- struct{}) {
+	in, rel := make(chan struct{}, 4), make(chan struct{})
+	s.stackq.dumper.dump = func(buf []byte) int {
+		in <- struct{}{}
+		<-rel
+		return dumpAll(buf)
+	}
+	return in, rel
+}
+
 // TestVerdictDoesNotWaitForTheStack: a deadline's verdict is published
 // while its stack is being taken, and so is that of a deadline passing
 // meanwhile; a Beat during the dump recovers at once. The log still reads
@@ -431,12 +443,7 @@ func parkDeep(depth int, park func()) {
 // readiness line it caused, and the recovery after both.
 func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	s, logs, clk := newFakeClockReadyServer(t)
-	inDump, release := make(chan struct{}, 2), make(chan struct{})
-	s.stackq.dumper.dump = func(buf []byte) int {
-		inDump <- struct{}{}
-		<-release
-		return dumpAll(buf)
-	}
+	inDump, release := holdDumps(s)
 	written := func(substr string) int { // what the sink has taken, without waiting for the rest
 		return strings.Count(logs.LogBuffer.String(), substr)
 	}
