@@ -192,10 +192,10 @@ func nextRun(ctx context.Context, p *poller, ticker ticker) bool {
 // in a deferred call, so that a fn that calls runtime.Goexit, which no
 // recover sees, is recorded too.
 func (s *Server) runCheck(p *poller, fn func() error) {
+	goid := goroutineID() // before the lock: its cost is a walk of this goroutine's stack
 	// start is read before the timer is armed, so that the timer runs
 	// no earlier than the stall bound after it, and a check that stalled
 	// has a duration of at least the bound.
-	goid := goroutineID()
 	s.mu.Lock()
 	p.run++
 	p.inFlight, p.stalled, p.goid = true, false, goid

@@ -96,8 +96,8 @@ func (s *Server) SetSubsystemStopped(name string) {
 	s.update()
 }
 
-// update recomputes the verdict, the deadlines and stall bound the clock
-// has passed counted (expire), and stores it if it changed, queues a line
+// update recomputes the verdict, counting every deadline and stall bound
+// the clock has passed (expire), stores it if it changed, queues a line
 // for a change of the /readyz answer and wakes Changed's watchers when the
 // set of unmet conditions changed. s.mu must be held: the lock orders the
 // stores, so a probe never sees an older verdict after a newer one, and it

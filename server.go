@@ -40,8 +40,8 @@ type Server struct {
 	// It never changes after NewServer.
 	epoch time.Time
 
-	// stackq holds the deadlines whose stacks are still to be taken, and
-	// takes them.
+	// stackq holds the stacks still to be taken (a deadline's, a
+	// stall's), and takes them.
 	stackq stackQueue
 
 	mu              sync.Mutex
@@ -56,7 +56,7 @@ type Server struct {
 	watch           watchState
 	overrides       map[string]Duration // the watchdog timeouts in force by name: Config.Watchdogs, then SetWatchdogs's
 	changed         chan struct{}       // Changed's channel; nil until someone asks
-	stacksDue       []wantedStack       // for the ERROR lines queued under mu; unlock has them taken
+	stacksDue       []wantedStack       // wanted by the ERROR lines queued under mu; unlock has them taken
 	// since is when the set of unmet conditions last changed, on the
 	// monotonic clock since epoch: 0, NewServer's time, until the first
 	// change (Status.Since).

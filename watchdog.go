@@ -37,8 +37,8 @@ type Watchdog struct {
 	// sequentially consistent, so one of the two sees the other: either
 	// the publication sees the new last and restores met, or the Beat
 	// sees met cleared and recovers under the lock. Neither can miss the
-	// other. A retune that switches a watchdog
-	// on clears met, then loads beats, for the same reason.
+	// other. A retune that switches a watchdog on clears met, then loads
+	// beats, for the same reason.
 	met atomic.Bool
 
 	// Guarded by s.mu.
