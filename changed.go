@@ -1,10 +1,9 @@
 package health
 
-// Changed returns a channel closed at the next change of Status().Unmet, the
-// set of unmet conditions (not of Ready's detail). A change after the call
-// is never missed, so a loop of ch := s.Changed(); act on s.Ready(); <-ch
-// wakes after every change and ends on the current state; once more when a
-// deadline's stack reaches Status. Probes never touch it.
+// Changed returns a channel closed at the next change of Status().Unmet
+// (not of Ready's detail), or when a stack reaches Status. A change after
+// the call is never missed, so a loop of ch := s.Changed(); act on
+// s.Ready(); <-ch ends on the current state. Probes never touch it.
 func (s *Server) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()

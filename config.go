@@ -12,13 +12,11 @@ import (
 // Config is the health block of the agent's configuration. Its json keys
 // are its yaml ones, for JSON and sigs.k8s.io/yaml.
 type Config struct {
-	// Enabled nil means true: only an explicit false turns the listener
-	// off. gopkg.in/yaml.v3 also reads no, off and n as false.
+	// Enabled nil is true; false (in YAML also no, off, n) turns the listener off.
 	Enabled *bool `yaml:"enabled" json:"enabled,omitempty"`
 	// Listen is the host:port to bind, DefaultListen when empty.
 	Listen string `yaml:"listen" json:"listen,omitempty"`
-	// Watchdogs maps a name given to Server.Watch to a timeout that
-	// replaces the code's; 0 disables that watchdog.
+	// Watchdogs overrides Server.Watch's timeouts by name; 0 disables a watchdog.
 	Watchdogs map[string]Duration `yaml:"watchdogs" json:"watchdogs,omitempty"`
 }
 
@@ -39,8 +37,8 @@ func (c *Config) IsEnabled() bool {
 // call ApplyDefaults first. Listen, checked even when disabled, is
 // host:port: a port to 65535, a host empty (every interface), an IP address
 // ("[fe80::1%eth0]:9101") or RFC 1123 labels ("0x7f.1" and "a." are not).
-// Watchdogs refuses an empty name, a byte outside printable ASCII, a
-// negative timeout or one under 1 s.
+// Watchdogs refuses an empty name, a byte outside printable ASCII, and a
+// timeout under 1 s but 0.
 func (c *Config) Validate() error {
 	if err := c.validateListen(); err != nil {
 		return err

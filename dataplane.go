@@ -13,21 +13,15 @@ import (
 // sets how often the check costs the node anything.
 const dataPlaneCheckPeriod = 5 * time.Second
 
-// stallPeriods is the stall bound in periods: a check that has not returned
-// after three periods has missed two verdicts, long enough that a slow check
-// is not mistaken for a hung one.
-const stallPeriods = 3
-
-func (s *Server) stallBound() time.Duration { return stallPeriods * s.checkPeriod }
-
 // checkVerdict is the data-plane check's contribution to readiness. The zero
 // value holds nothing back: no check is set, or the last one passed.
 // Setting a check makes it pending (ErrDataPlaneCheckPending): a check that
 // has not returned has given no evidence that the data plane works.
 type checkVerdict struct {
-	pending bool  // a check is set and none has returned or stalled yet
-	err     error // the last check's error; nil when it passed or none returned yet
-	stalled bool  // a check has been running longer than the stall bound
+	pending bool   // a check is set and none has returned or stalled yet
+	err     error  // the last check's error; nil when it passed or none returned yet
+	stalled bool   // a check has been running longer than the stall bound
+	stack   string // while stalled, the stall's ERROR line's stack, once taken
 }
 
 // checkCounters count what the checks did, for Status. They are guarded by
@@ -80,8 +74,11 @@ type poller struct {
 	// asked holds CheckNow's request for a run. One slot, written without
 	// blocking, is what coalesces any number of calls into one run.
 	asked    chan struct{}
-	run      uint64 // the number of the latest check started
-	inFlight bool   // check number run has started and not returned
+	run      uint64        // the number of the latest check started
+	inFlight bool          // check number run has started and not returned
+	started  time.Duration // when check number run started, since Server.epoch
+	goid     uint64        // the goroutine running check number run: its stack is a stall's
+	stalled  bool          // check number run has been counted stalled
 }
 
 // checkInstalled reports whether a data-plane check is set: its ctx may be
@@ -90,19 +87,19 @@ func (s *Server) checkInstalled() bool { return s.poller != nil }
 
 // SetDataPlaneCheck runs fn in a background goroutine (the poller) at once,
 // then every 5 s until ctx (nil: Background) is done; probes read only the
-// last verdict. Runs never overlap, one running past three periods makes
-// readiness report ErrDataPlaneStalled, and until one returns it reports
-// ErrDataPlaneCheckPending: so set the check before SetDataPlaneReady.
+// last verdict, pending until one returns: so set the check before
+// SetDataPlaneReady. Runs never overlap; one running past three periods is
+// a stall, logged with the stack of fn's goroutine, where it is stuck.
 //
-// A second call replaces the first, discarding its results; its verdict
-// stands until the new fn's first. A nil fn stops the poller and drops the
-// verdict. A panic or runtime.Goexit in fn is a failed check, logged with
-// its stack. Once ctx is done the poller exits as soon as fn returns, and
-// the verdict stays (pending, if none returned).
+// A second call replaces the first, whose verdict stands until the new
+// fn's first. A nil fn stops the poller and drops the verdict. A panic or
+// runtime.Goexit in fn is a failed check, logged with its stack. Once ctx
+// is done the poller exits as soon as fn returns; the verdict stays.
 func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	ctx = contextOrBackground(ctx)
 	s.mu.Lock()
 	defer s.unlock()
+	s.expire() // the verdict that stands counts a stall its timer has not yet reported
 	replacing := s.checkInstalled()
 	if replacing {
 		s.poller.cancel()
@@ -139,7 +136,7 @@ func (s *Server) CheckNow() {
 }
 
 func (s *Server) poll(ctx context.Context, p *poller, fn func() error) {
-	s.pollFrom(ctx, p, fn, time.NewTicker(s.checkPeriod), true)
+	s.pollFrom(ctx, p, fn, s.clock.newTicker(s.checkPeriod), true)
 }
 
 // pollFrom is the poller's loop: it runs fn at once when runNow, then on
@@ -150,7 +147,7 @@ func (s *Server) poll(ctx context.Context, p *poller, fn func() error) {
 // call here carries the loop on in a new goroutine, from the next tick, so
 // that the poller survives a Goexit as it survives a panic. A check that
 // always calls it costs a goroutine start per period, never a spin.
-func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticker *time.Ticker, runNow bool) {
+func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticker ticker, runNow bool) {
 	ended := false
 	defer func() {
 		if !ended {
@@ -179,11 +176,11 @@ func (s *Server) pollFrom(ctx context.Context, p *poller, fn func() error, ticke
 
 // nextRun waits for a tick or a CheckNow. It returns false once ctx is
 // done.
-func nextRun(ctx context.Context, p *poller, ticker *time.Ticker) bool {
+func nextRun(ctx context.Context, p *poller, ticker ticker) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-ticker.C:
+	case <-ticker.C():
 	case <-p.asked:
 	}
 	return true
@@ -195,20 +192,21 @@ func nextRun(ctx context.Context, p *poller, ticker *time.Ticker) bool {
 // in a deferred call, so that a fn that calls runtime.Goexit, which no
 // recover sees, is recorded too.
 func (s *Server) runCheck(p *poller, fn func() error) {
+	goid := goroutineID() // before the lock: its cost is a walk of this goroutine's stack
+	// start is read before the timer is armed, so that the timer runs
+	// no earlier than the stall bound after it, and a check that stalled
+	// has a duration of at least the bound.
 	s.mu.Lock()
 	p.run++
-	p.inFlight = true
-	run := p.run
+	p.inFlight, p.stalled, p.goid = true, false, goid
+	start := s.sinceEpoch()
+	p.started = start
 	s.mu.Unlock()
-
-	// start is read before the timer is armed, so that a check that
-	// stalled has a duration of at least the stall bound.
-	start := time.Now()
-	stall := time.AfterFunc(s.stallBound(), func() { s.markStalled(p, run) })
+	stall := s.clock.afterFunc(s.stallBound(), s.stallTimerRan)
 	var err error
 	returned := false
 	defer func() {
-		end := time.Now()
+		end := s.sinceEpoch()
 		stall.Stop()
 		if !returned {
 			// Called during the Goexit, above fn's frame: the
@@ -221,36 +219,28 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 		if s.poller != p {
 			return // replaced while fn ran: this result feeds nothing
 		}
-		s.checks.record(err, end.Sub(start), end.Sub(s.epoch))
+		s.checks.record(err, end-start, end)
 		s.setCheck(checkVerdict{err: err})
 	}()
 	err = callCheck(fn)
 	returned = true
 }
 
-// markStalled is the stall timer's callback. It checks that the check it
-// was armed for is still the one running, because the timer can fire just
-// as fn returns.
-func (s *Server) markStalled(p *poller, run uint64) {
-	s.mu.Lock()
-	defer s.unlock()
-	if s.poller != p || p.run != run || !p.inFlight {
-		return
-	}
-	s.checks.stalls++
-	s.setCheck(checkVerdict{err: s.check.err, stalled: true})
+// setCheck records the check's verdict (recordCheck) and updates
+// readiness. s.mu must be held.
+func (s *Server) setCheck(next checkVerdict) {
+	s.recordCheck(next)
+	s.update()
 }
 
-// setCheck records the check's verdict, logs it once if it changed between
-// passing, failing and stalled (never once per poll), and updates readiness.
-// s.mu must be held.
-func (s *Server) setCheck(next checkVerdict) {
+// recordCheck records the check's verdict, and logs it once if it changed
+// between passing and failing (never once per poll), and a recovery from
+// a stall. s.mu must be held.
+func (s *Server) recordCheck(next checkVerdict) {
 	prev := s.check
 	s.check = next
 	switch {
-	case next.stalled && !prev.stalled:
-		s.log(slog.LevelError, "health: data-plane check stalled", "after", s.stallBound())
-	case next.stalled:
+	case next.stalled: // logged by expireStall, with its stack
 	case next.err != nil && (prev.err == nil || prev.stalled || newBug(prev.err, next.err)):
 		// A panic or a Goexit after failures is logged too: its
 		// stack points at a bug in the check, which a plain failure
@@ -266,7 +256,6 @@ func (s *Server) setCheck(next checkVerdict) {
 	case next.err == nil && (prev.err != nil || prev.stalled) && s.checkInstalled():
 		s.log(slog.LevelInfo, "health: data-plane check recovered")
 	}
-	s.update()
 }
 
 // checkPanic is a panic recovered from the check, kept as an error so that

@@ -15,17 +15,28 @@ import (
 	"go.uber.org/goleak"
 )
 
-// newPolledServer is a server with every latch set and a check period
-// short enough that a test sees many polls, and long enough that a check
-// is not stalled (three periods, 75 ms) only because a loaded CI machine
-// paused the poller: a stall would log lines and count stalls these tests
-// count. With 1 ms, a 3 ms pause did that.
-func newPolledServer(t *testing.T) (*Server, *logBuffer) {
+// newPolledServer is a server with every latch set, on a fake clock that
+// pollRuns passes a check period at a time.
+func newPolledServer(t *testing.T) (*Server, *logBuffer, *fakeClock) {
 	t.Helper()
-	s, logs := newTestServer(t)
-	s.checkPeriod = 25 * time.Millisecond
-	setLatches(s)
-	return s, logs
+	return newFakeClockReadyServer(t)
+}
+
+// pollRuns passes the check's periods on clk by hand until n results have
+// fed readiness: first the run SetDataPlaneCheck starts at once, then a
+// period at a time, each once no check is running, so that never more
+// than one passes during a run (three would be a stall).
+func pollRuns(t *testing.T, s *Server, clk *fakeClock, n uint64) {
+	t.Helper()
+	runs := func() uint64 { return s.Status().Check.Runs }
+	if runs() == 0 {
+		eventually(t, func() bool { return runs() > 0 }, "the first run's result")
+	}
+	for have := runs(); have < n; have = runs() {
+		eventually(t, func() bool { return !internals(s).running }, "the running check's return")
+		clk.advance(s.checkPeriod)
+		eventually(t, func() bool { return runs() > have }, "the next run's result")
+	}
 }
 
 // countingCheck wraps fn and reports the number of each call on calls. The
@@ -65,30 +76,25 @@ func waitCalls(t *testing.T, calls <-chan int, n int) {
 
 func TestDataPlaneCheck(t *testing.T) {
 	t.Run("runs at once, fails, recovers, logs each change once", func(t *testing.T) {
-		s, logs := newPolledServer(t)
-		var mu sync.Mutex
-		failing := true
-		check, calls := countingCheck(func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if failing {
+		s, logs, clk := newPolledServer(t)
+		var failing atomic.Bool
+		failing.Store(true)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, func() error {
+			if failing.Load() {
 				return errPlantedCheck
 			}
 			return nil
 		})
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		s.SetDataPlaneCheck(ctx, check)
-		waitCalls(t, calls, 5) // four failed results recorded
+		pollRuns(t, s, clk, 4) // four failed results
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost)
 		assert.ErrorIs(t, s.Ready(), errPlantedCheck)
 		rec := serve(s.Handler(), http.MethodGet, "/readyz")
 		assert.Equal(t, "not ready: data plane lost\n", rec.Body.String())
 
-		mu.Lock()
-		failing = false
-		mu.Unlock()
-		waitCalls(t, calls, 10) // at least four passing results recorded
+		failing.Store(false)
+		pollRuns(t, s, clk, 8) // four passing results
 		assert.NoError(t, s.Ready())
 		cancel()
 
@@ -113,12 +119,11 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("a panic is a failed check and the poller goes on", func(t *testing.T) {
-		s, logs := newPolledServer(t)
-		check, calls := countingCheck(func() error { panic("PLANTED-panic-value") })
+		s, logs, clk := newPolledServer(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		s.SetDataPlaneCheck(ctx, check)
-		waitCalls(t, calls, 3)
+		s.SetDataPlaneCheck(ctx, func() error { panic("PLANTED-panic-value") })
+		pollRuns(t, s, clk, 2)
 		cancel()
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost)
 		assert.Contains(t, s.Ready().Error(), "PLANTED-panic-value")
@@ -128,69 +133,52 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("a panic after failures is logged with its stack", func(t *testing.T) {
-		s, logs := newPolledServer(t)
+		s, logs, clk := newPolledServer(t)
 		var n atomic.Int32
-		check, calls := countingCheck(func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s.SetDataPlaneCheck(ctx, func() error {
 			if n.Add(1) <= 2 {
 				return errPlantedCheck
 			}
 			panic("PLANTED-panic-after-failures")
 		})
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		s.SetDataPlaneCheck(ctx, check)
-		waitCalls(t, calls, 5) // two failures, then panics: four results in
+		pollRuns(t, s, clk, 4) // two failures, then panics
 		cancel()
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="PLANTED-check-error`), "the first failure")
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="data-plane check panicked: PLANTED-panic-after-failures" stack=`), "the first panic, once")
 	})
 
 	t.Run("a second call replaces the first", func(t *testing.T) {
-		s, _ := newPolledServer(t)
-		release := make(chan struct{})
-		firstStarted := make(chan struct{})
-		var once sync.Once
-		first := func() error {
-			once.Do(func() { close(firstStarted) })
-			<-release
-			return errPlantedCheck
-		}
+		s, _, clk := newPolledServer(t)
+		first, firstStarted, releaseFirst := firstCallBlocks(errPlantedCheck)
 		ctx := context.Background()
 		s.SetDataPlaneCheck(ctx, first)
 		<-firstStarted
-		second, calls := countingCheck(func() error { return nil })
-		s.SetDataPlaneCheck(ctx, second)
-		waitCalls(t, calls, 2)
+		s.SetDataPlaneCheck(ctx, func() error { return nil })
+		pollRuns(t, s, clk, 2)
 		require.NoError(t, s.Ready())
-		close(release) // the first check returns its error now
-		waitCalls(t, calls, 4)
+		releaseFirst() // the first check returns its error now
+		pollRuns(t, s, clk, 4)
 		assert.NoError(t, s.Ready(), "the replaced check's result must feed nothing")
+		assert.Equal(t, uint64(4), s.Status().Check.Runs, "nor count")
 		s.SetDataPlaneCheck(ctx, nil)
 	})
 
 	t.Run("the earlier verdict stands until the new check's first result", func(t *testing.T) {
-		s, _ := newPolledServer(t)
-		check, calls := countingCheck(failingCheck(errPlantedCheck))
-		s.SetDataPlaneCheck(context.Background(), check)
-		waitCalls(t, calls, 2)
-		release := make(chan struct{})
-		started := make(chan struct{})
-		s.SetDataPlaneCheck(context.Background(), func() error {
-			close(started)
-			<-release
-			return nil
-		})
-		<-started
+		s, _, clk := newPolledServer(t)
+		s.SetDataPlaneCheck(context.Background(), failingCheck(errPlantedCheck))
+		pollRuns(t, s, clk, 2)
+		release := setBlockedCheck(t, s, nil)
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost, "no readiness on no evidence")
-		close(release)
+		release()
 		s.SetDataPlaneCheck(context.Background(), nil)
 	})
 
 	t.Run("nil fn stops the poller and drops the verdict", func(t *testing.T) {
-		s, _ := newPolledServer(t)
-		check, calls := countingCheck(failingCheck(errPlantedCheck))
-		s.SetDataPlaneCheck(context.Background(), check)
-		waitCalls(t, calls, 2)
+		s, _, clk := newPolledServer(t)
+		s.SetDataPlaneCheck(context.Background(), failingCheck(errPlantedCheck))
+		pollRuns(t, s, clk, 2)
 		require.ErrorIs(t, s.Ready(), ErrDataPlaneLost)
 		s.SetDataPlaneCheck(context.Background(), nil)
 		assert.NoError(t, s.Ready())
@@ -198,56 +186,57 @@ func TestDataPlaneCheck(t *testing.T) {
 	})
 
 	t.Run("a hung check is a stall until it returns", func(t *testing.T) {
-		s, logs := newPolledServer(t)
-		release := make(chan struct{})
-		var hang sync.Once
-		check, calls := countingCheck(func() error {
-			hang.Do(func() { <-release })
-			return nil
-		})
+		s, logs, clk := newPolledServer(t)
+		check, calls := countingCheck(func() error { return nil })
+		hung, started, release := firstCallBlocks(nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		s.SetDataPlaneCheck(ctx, check)
-		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneStalled) }, "stalled")
+		s.SetDataPlaneCheck(ctx, func() error {
+			_ = hung()
+			return check()
+		})
+		<-started
+		clk.advance(s.stallBound())
+		require.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
 		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
-		assert.Len(t, calls, 1, "never two checks at once")
-		close(release)
-		waitCalls(t, calls, 3)
+		assert.Empty(t, calls, "never two checks at once")
+		release()
+		pollRuns(t, s, clk, 2)
 		assert.NoError(t, s.Ready())
 		cancel()
-		assert.Equal(t, 1, logs.count(`level=ERROR msg="health: data-plane check stalled" after=75ms`))
+		assert.Equal(t, 1, logs.count(`level=ERROR msg="health: data-plane check stalled" after=15s stack=`))
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check recovered"`))
 	})
 
 	t.Run("a stall behind a failure reports the failure", func(t *testing.T) {
-		s, _ := newPolledServer(t)
-		release := make(chan struct{})
-		n := 0
+		s, _, clk := newPolledServer(t)
+		second, secondStarted := make(chan struct{}), make(chan struct{})
+		var n atomic.Int32
 		s.SetDataPlaneCheck(context.Background(), func() error {
-			n++
-			if n == 2 {
-				<-release
+			if n.Add(1) == 2 {
+				close(secondStarted)
+				<-second
 			}
 			return errPlantedCheck
 		})
-		eventually(t, func() bool { return internals(s).check.stalled }, "stalled")
+		pollRuns(t, s, clk, 1)
+		clk.advance(s.checkPeriod)
+		<-secondStarted
+		clk.advance(s.stallBound())
+		require.True(t, internals(s).check.stalled)
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost, "row 3 comes before row 4")
-		close(release)
+		close(second)
 		s.SetDataPlaneCheck(context.Background(), nil)
 	})
 
 	t.Run("stops on ctx even while fn is blocked", func(t *testing.T) {
-		s, _ := newPolledServer(t)
-		release := make(chan struct{})
-		check, calls := countingCheck(func() error {
-			<-release
-			return errPlantedCheck
-		})
+		s, _, _ := newPolledServer(t)
+		check, started, release := firstCallBlocks(errPlantedCheck)
 		ctx, cancel := context.WithCancel(context.Background())
 		s.SetDataPlaneCheck(ctx, check)
-		waitCalls(t, calls, 1)
+		<-started
 		cancel()
-		close(release) // the poller exits as soon as fn returns
+		release() // the poller exits as soon as fn returns
 		eventually(t, func() bool { return errors.Is(s.Ready(), ErrDataPlaneLost) }, "the in-flight result counts")
 		goleak.VerifyNone(t) // the poller has exited: what this test is about
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneLost, "the verdict stays")
@@ -319,17 +308,15 @@ func TestDataPlaneCheckPending(t *testing.T) {
 	})
 
 	t.Run("a first check that hangs is pending, then stalled", func(t *testing.T) {
-		s, logs := newTestServer(t)
-		// The stall timer is fired by hand once SetDataPlaneReady has
-		// landed: a real one could fire before it, and no pending line
+		s, logs, clk := newFakeClockServer(t)
+		// The stall bound is passed by hand once SetDataPlaneReady has
+		// landed: a real one could pass before it, and no pending line
 		// would be logged. TestDataPlaneStallBound times the real one.
-		s.checkPeriod = time.Hour
 		s.SetRegistered()
 		release := setBlockedCheck(t, s, nil)
 		s.SetDataPlaneReady()
 		require.Equal(t, ErrDataPlaneCheckPending, s.Ready())
-		st := internals(s)
-		s.markStalled(st.poller, st.run)
+		clk.advance(s.stallBound())
 		require.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
 		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 		release()
@@ -343,14 +330,12 @@ func TestDataPlaneCheckPending(t *testing.T) {
 	})
 
 	t.Run("the stall timer ends pending", func(t *testing.T) {
-		s, _ := newTestServer(t)
-		s.checkPeriod = time.Hour
+		s, _, clk := newFakeClockServer(t)
 		setLatches(s)
 		setBlockedCheck(t, s, nil)
+		clk.advance(s.stallBound() - 1)
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready())
-		// Fire the stall timer now, as it would after three periods.
-		st := internals(s)
-		s.markStalled(st.poller, st.run)
+		clk.advance(1)
 		assert.ErrorIs(t, s.Ready(), ErrDataPlaneStalled)
 		assert.Equal(t, "not ready: data plane check stalled\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 	})
@@ -393,35 +378,6 @@ func TestDataPlaneCheckPending(t *testing.T) {
 		assert.Equal(t, ErrDataPlaneCheckPending, s.Ready(), "a check that can no longer run cannot vouch")
 		assert.Equal(t, "not ready: data plane check pending\n", serve(s.Handler(), "GET", "/readyz").Body.String())
 	})
-}
-
-// TestDataPlaneStallBound: a check that has not returned is a stall at
-// three periods from its start, never before, and within half a period
-// after: a timer marks it, not the next poll.
-func TestDataPlaneStallBound(t *testing.T) {
-	const period = 200 * time.Millisecond
-	const bound, margin = 3 * period, period / 2 // the contract's three periods
-	s, _ := newTestServer(t)
-	s.checkPeriod = period
-	setLatches(s)
-	before := time.Now() // before the poller's stall timer starts
-	release := setBlockedCheck(t, s, nil)
-	started := time.Now() // after the check started, so after the timer did
-	defer release()
-	for {
-		err := s.Ready()
-		read := time.Now()
-		if read.Sub(before) >= bound {
-			break
-		}
-		require.Equal(t, ErrDataPlaneCheckPending, err, "%v after the check started", read.Sub(started))
-		time.Sleep(time.Millisecond) // the sampling rate, not a wait for anything
-	}
-	for !errors.Is(s.Ready(), ErrDataPlaneStalled) {
-		require.Less(t, time.Since(started), bound+margin, "no stall within %v of the check's start", bound+margin)
-		time.Sleep(time.Millisecond)
-	}
-	assert.Equal(t, uint64(1), s.Status().Check.Stalls)
 }
 
 // TestCheckNow: the check runs at once in the poller's goroutine,
@@ -490,26 +446,25 @@ func TestCheckNow(t *testing.T) {
 	})
 
 	t.Run("the next periodic run comes a full period after the one it caused", func(t *testing.T) {
-		const period = 400 * time.Millisecond
-		s, _ := newReadyServer(t)
-		s.checkPeriod = period
+		s, _, clk := newPolledServer(t)
+		period := s.checkPeriod
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		times := make(chan time.Time, 10)
 		s.SetDataPlaneCheck(ctx, func() error {
-			times <- time.Now()
+			times <- clk.now()
 			return nil
 		})
 		first := <-times
-		time.Sleep(period / 2) // halfway to the tick: the moment to ask, not a wait for anything
+		clk.advance(period / 2) // halfway to the tick
 		s.CheckNow()
 		triggered := <-times
-		require.Less(t, triggered.Sub(first), period, "CheckNow ran before the old schedule's tick")
-		next := <-times
-		// The old schedule would run at first+period, half a period
+		require.Equal(t, first.Add(period/2), triggered, "CheckNow ran at once, before the old schedule's tick")
+		// The old schedule would tick at first+period, half a period
 		// after the triggered run; the new one a full period after it.
-		assert.Greater(t, next.Sub(triggered), period*3/4)
-		assert.Less(t, next.Sub(triggered), period+time.Second)
+		assert.Equal(t, triggered.Add(period), clk.tickerAt())
+		clk.advance(period)
+		assert.Equal(t, triggered.Add(period), <-times)
 		cancel()
 	})
 
@@ -546,29 +501,24 @@ func TestCheckNow(t *testing.T) {
 // goes on; no recover can see it, and without care it would end the
 // poller and show only as a stall, three periods later.
 func TestCheckGoexit(t *testing.T) {
-	// Long enough that a busy machine never turns a slow check into a
-	// stall (three periods), which would log lines these tests count.
-	const goexitPeriod = 50 * time.Millisecond
-	// pollGoexiting polls fn as s's check every goexitPeriod, until the
-	// test cancels or ends.
-	pollGoexiting := func(t *testing.T, fn func() error) (s *Server, logs *logBuffer, calls <-chan int, cancel func()) {
-		s, logs = newPolledServer(t)
-		s.checkPeriod = goexitPeriod
-		check, calls := countingCheck(fn)
+	// pollGoexiting polls fn as s's check, its periods passed by hand,
+	// until the test cancels or ends.
+	pollGoexiting := func(t *testing.T, fn func() error) (s *Server, logs *logBuffer, clk *fakeClock, cancel func()) {
+		s, logs, clk = newPolledServer(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
-		s.SetDataPlaneCheck(ctx, check)
-		return s, logs, calls, cancel
+		s.SetDataPlaneCheck(ctx, fn)
+		return s, logs, clk, cancel
 	}
 	t.Run("once: a failure, then polling goes on", func(t *testing.T) {
 		var n atomic.Int32
-		s, logs, calls, cancel := pollGoexiting(t, func() error {
+		s, logs, clk, cancel := pollGoexiting(t, func() error {
 			if n.Add(1) == 1 {
 				runtime.Goexit()
 			}
 			return nil
 		})
-		waitCalls(t, calls, 3)
+		pollRuns(t, s, clk, 2)
 		assert.NoError(t, s.Ready())
 		cancel()
 		st := s.Status().Check
@@ -582,8 +532,8 @@ func TestCheckGoexit(t *testing.T) {
 	})
 
 	t.Run("always: failing, logged once, polling at its period", func(t *testing.T) {
-		s, logs, calls, cancel := pollGoexiting(t, func() error { runtime.Goexit(); return nil })
-		waitCalls(t, calls, 6) // five results recorded
+		s, logs, clk, cancel := pollGoexiting(t, func() error { runtime.Goexit(); return nil })
+		pollRuns(t, s, clk, 5)
 		err := s.Ready()
 		assert.ErrorIs(t, err, ErrDataPlaneLost)
 		assert.Equal(t, "data plane lost: data-plane check called runtime.Goexit", err.Error())
@@ -598,14 +548,14 @@ func TestCheckGoexit(t *testing.T) {
 
 	t.Run("after failures, a Goexit is logged with its stack", func(t *testing.T) {
 		var n atomic.Int32
-		_, logs, calls, cancel := pollGoexiting(t, func() error {
+		s, logs, clk, cancel := pollGoexiting(t, func() error {
 			if n.Add(1) <= 2 {
 				return errPlantedCheck
 			}
 			runtime.Goexit()
 			return nil
 		})
-		waitCalls(t, calls, 5)
+		pollRuns(t, s, clk, 4)
 		cancel()
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="PLANTED-check-error`))
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="data-plane check called runtime.Goexit" stack=`))

@@ -465,3 +465,39 @@ func ExampleConfig_watchdogs() {
 	// gc: timeout 1m0s, unmet true
 	// health: watchdog timeout "600" is not a duration: write a number and a unit, such as "90s", "10m" or "1h30m", or 0 to disable the watchdog
 }
+
+// The agent passes its ConfigMap's watchdogs to SetWatchdogs when the
+// ConfigMap changes. The map replaces the whole set of overrides, as the
+// ConfigMap replaces the config: a name it leaves out is not kept at its
+// last override but goes back to the code's timeout (logged as such).
+// Here the operator drops reconcile's 10m and switches peer-watch back on
+// at 5m.
+func ExampleServer_SetWatchdogs() {
+	srv := health.NewServer(health.Config{Watchdogs: map[string]health.Duration{
+		"reconcile":  health.Duration(10 * time.Minute),
+		"peer-watch": 0,
+	}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, w := range []*health.Watchdog{
+		srv.Watch("reconcile", 2*time.Minute),
+		srv.Watch("peer-watch", time.Minute),
+	} {
+		defer w.Stop()
+	}
+	show := func(when string) {
+		for _, w := range srv.Status().Watchdogs {
+			fmt.Printf("%s: %s timeout %v\n", when, w.Name, w.Timeout)
+		}
+	}
+	show("at start")
+
+	if err := srv.SetWatchdogs(map[string]health.Duration{"peer-watch": health.Duration(5 * time.Minute)}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	show("reloaded")
+	// Output:
+	// at start: reconcile timeout 10m0s
+	// at start: peer-watch timeout 0s
+	// reloaded: reconcile timeout 2m0s
+	// reloaded: peer-watch timeout 5m0s
+}

@@ -11,6 +11,15 @@
 // beaten, leaves the node not ready. Every body is one of the package's
 // constants, because the endpoints are unauthenticated; the detail is for
 // the agent's own surfaces ([Server.Ready], [Server.Status]).
+//
+// Each check of /readyz?verbose answers alone at /readyz/<check>, and
+// /readyz?exclude=<check> leaves it out, as the Kubernetes API server's:
+//
+//   - registration: [Server.SetRegistered]
+//   - data-plane: [Server.SetDataPlaneReady]
+//   - data-plane-check: [Server.SetDataPlaneCheck]; met while no check is set
+//   - event-delivery: [Server.SetDeliveryStopped] and [Server.SetDeliveryMode]
+//   - subsystems: [Server.SetSubsystemStopped] and the watchdogs
 package health
 
 import (

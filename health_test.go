@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"go/doc/comment"
+	"go/parser"
+	"go/token"
 	"io"
 	"log/slog"
 	"maps"
@@ -556,4 +559,34 @@ func TestGoDocFitsItsBudget(t *testing.T) {
 	out, err := exec.Command(goCmd, "doc", "-all", ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.LessOrEqual(t, bytes.Count(out, []byte("\n")), 300, "lines of go doc -all")
+}
+
+// TestPackageDocListsTheChecks keeps the package doc's list of the
+// /readyz/<check> names, where go doc shows them to a user writing a
+// node-signal URL, the checks table's, in its order, and has it say of
+// the check shown only while a data-plane check is set that it is met
+// while none is.
+func TestPackageDocListsTheChecks(t *testing.T) {
+	file, err := parser.ParseFile(token.NewFileSet(), "health.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	require.NoError(t, err)
+	var listed []string
+	for _, block := range new(comment.Parser).Parse(file.Doc.Text()).Content {
+		list, ok := block.(*comment.List)
+		if !ok {
+			continue
+		}
+		for _, item := range list.Items {
+			text := string((&comment.Printer{TextWidth: -1}).Text(&comment.Doc{Content: item.Content}))
+			name, about, _ := strings.Cut(strings.TrimSpace(text), ": ")
+			listed = append(listed, name)
+			if i := slices.IndexFunc(checks, func(c check) bool { return c.name == name }); i >= 0 && checks[i].whileInstalled {
+				assert.Contains(t, about, "met while no check is set", name)
+			}
+		}
+	}
+	var names []string
+	for _, c := range checks {
+		names = append(names, c.name)
+	}
+	assert.Equal(t, names, listed, "the package doc's list of checks")
 }

@@ -51,7 +51,7 @@ type logLine struct {
 
 // laterLine is a line that takes its place in the queue before its last
 // attribute is known: a deadline's ERROR line, whose stack is taken after
-// the verdict it causes is published (deadlinesPassed). The writer waits
+// the verdict it causes is published (expire). The writer waits
 // for it there, so that the lines after it keep their order.
 type laterLine struct {
 	record slog.Record // complete's alone until done is closed
@@ -89,10 +89,18 @@ func (s *Server) logAsync(level slog.Level, msg string, args ...any) {
 	s.logq.flushInBackground()
 }
 
-// unlock releases s.mu and has the lines queued under it written.
+// unlock releases s.mu, has the lines queued under it written, and has
+// the stacks their ERROR lines wait for taken, in a goroutine of their
+// own: a dump stops the world, and no caller (a setter, a Beat) waits
+// for it.
 func (s *Server) unlock() {
+	due := s.stacksDue
+	s.stacksDue = nil
 	s.mu.Unlock()
 	s.logq.flushInBackground()
+	if len(due) > 0 {
+		go s.takeStacks(due)
+	}
 }
 
 // newRecord makes the record of a line, as slog.Logger.Log would, with the

@@ -112,16 +112,17 @@ func elideStacks(lines []string) []string {
 
 // TestBlockedLogSinkHoldsNothingBack: a log sink that stops taking lines
 // (a full stderr pipe) holds back neither readiness nor any call. A hung
-// loop's row 9 is published within its bound, every method returns, a
-// Beat recovers readiness before it returns, the goroutine of each
-// deadline's timer ends rather than queue behind the sink, and once the
-// sink takes lines again every line is there, in the order of the changes.
+// loop's row 9 is published at its deadline, every method returns, a
+// Beat recovers readiness before it returns, each deadline's timer
+// returns rather than queue behind the sink, and once the sink takes
+// lines again every line is there, in the order of the changes.
 func TestBlockedLogSinkHoldsNothingBack(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const timeout = 50 * time.Millisecond
 	sink := newBlockingSink()
 	defer sink.unblock() // if the test ends early, before the leak check
-	s := NewServer(Config{Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(sink, nil)))
+	clk := newFakeClock()
+	s := newServer(Config{Listen: "127.0.0.1:0"}, slog.New(slog.NewTextHandler(sink, nil)), clk)
 	sink.logs.server = s
 	setLatches(s)
 	w := s.Watch("reconcile", timeout)
@@ -131,9 +132,8 @@ func TestBlockedLogSinkHoldsNothingBack(t *testing.T) {
 	ch := s.Changed()
 	sink.block()
 	w.Beat()
-	beaten := time.Now()
-	detected := waitClosed(t, ch, 10*time.Second, "row 9 while the log sink is blocked")
-	assert.LessOrEqual(t, detected.Sub(beaten), timeout+time.Second, "at most 1 s after the deadline")
+	returnsPromptly(t, "the deadline's timer", func() { clk.advance(timeout) })
+	assert.True(t, isClosed(ch), "row 9 at the deadline while the log sink is blocked")
 	assert.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
 	assert.Equal(t, http.StatusServiceUnavailable, serve(s.Handler(), http.MethodGet, "/readyz").Code)
 	select {
@@ -149,27 +149,18 @@ func TestBlockedLogSinkHoldsNothingBack(t *testing.T) {
 	returnsPromptly(t, "Beat on the overdue watchdog", w.Beat)
 	assert.NoError(t, s.Ready(), "the Beat published its recovery before it returned")
 
-	// Each deadline fires the timer in a new goroutine, which finds the
-	// stuck one writing and returns.
-	// Each round waits until the watchdog is overdue, rather than for the
-	// next change only, in case the deadline passed before it asked.
+	// Each deadline's timer finds the goroutine stuck writing and
+	// returns, and so does each goroutine that takes its stack.
 	goroutines := runtime.NumGoroutine()
 	const rounds = 20
 	for range rounds {
-		for {
-			ch := s.Changed()
-			if errors.Is(s.Ready(), ErrSubsystemUnresponsive) {
-				break
-			}
-			waitClosed(t, ch, 10*time.Second, "the next deadline")
-		}
+		returnsPromptly(t, "the deadline's timer", func() { clk.advance(timeout) })
+		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
 		returnsPromptly(t, "Beat", w.Beat)
 	}
-	// Stopped now, so that no deadline passes while the test counts
-	// goroutines, which would add lines to those it expects.
 	returnsPromptly(t, "Stop", w.Stop)
 	for end := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(end); {
-		time.Sleep(time.Millisecond) // the last timer's goroutine may still be returning
+		time.Sleep(time.Millisecond) // the last stack's goroutine may still be returning
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "no goroutine waits behind the one stuck in the sink")
 
@@ -413,7 +404,7 @@ func TestLogLinesKeepTheirSource(t *testing.T) {
 	assert.Equal(t, []string{
 		"health: readiness changed logReadinessChange readiness.go",
 		"health: subsystem stopped SetSubsystemStopped readiness.go",
-		"health: data-plane check failed setCheck dataplane.go",
+		"health: data-plane check failed recordCheck dataplane.go",
 	}, sources)
 }
 

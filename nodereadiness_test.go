@@ -229,7 +229,7 @@ func TestNodeReadinessReporterURL(t *testing.T) {
 			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			require.NoError(t, err)
-			assert.Equal(t, tc.status, resp.StatusCode, "%s: the reporter's URL must answer as /readyz without the rows of registration, event-delivery and subsystems (SPEC v5 ?exclude=)", endpoint)
+			assert.Equal(t, tc.status, resp.StatusCode, "%s: the reporter's URL must answer as /readyz without the rows of registration, event-delivery and subsystems (?exclude=)", endpoint)
 			assert.Equal(t, tc.body, string(body), "%s: the body the condition's message would carry", endpoint)
 		})
 	}

@@ -10,8 +10,7 @@ import (
 )
 
 // Duration is a timeout in Config.Watchdogs, read and written as a Go
-// duration string ("90s", "10m", 0 for none) by gopkg.in/yaml.v3 and
-// encoding/json alike: the package imports no yaml.
+// duration string ("90s", "10m", 0 for none) by yaml.v3 and JSON alike.
 type Duration time.Duration
 
 // MarshalText writes d as time.Duration.String does: "10m0s".
@@ -31,8 +30,7 @@ func (d *Duration) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// UnmarshalYAML reads a scalar as UnmarshalText does, and refuses a list or
-// map quoting it.
+// UnmarshalYAML is UnmarshalText for a scalar; a list or map is an error.
 func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
 	// The older form of yaml.v3's Unmarshaler, which needs no import of
 	// yaml: yaml.v3 alone would name only the type of a list or map.
@@ -149,11 +147,10 @@ func (c *Config) validateWatchdogs() error {
 const minOverride = time.Second
 
 // SetWatchdogs replaces the overrides in force (Config.Watchdogs at the
-// start), validated as Validate does: an error changes nothing. A restart
-// to retune a falsely firing watchdog would run the drain path. A changed
-// timeout takes effect at once, from the last Beat, logged at INFO as the
-// config's; once readiness has been ready, a new name no Watch uses logs a
-// WARN.
+// start) with the whole map m: a name m leaves out is back to the code's
+// timeout. An m Validate refuses changes nothing. A changed timeout takes
+// effect at once, from the last Beat, logged at INFO, with no restart (the
+// drain path); once ready, a name no Watch uses logs a WARN.
 func (s *Server) SetWatchdogs(m map[string]Duration) error {
 	if err := (&Config{Watchdogs: m}).validateWatchdogs(); err != nil {
 		return err
@@ -161,6 +158,9 @@ func (s *Server) SetWatchdogs(m map[string]Duration) error {
 	m = maps.Clone(m)
 	s.mu.Lock()
 	defer s.unlock()
+	// What the old overrides give now, whether their timers have run or
+	// not, is where readiness moves from.
+	s.expire()
 	prev := s.overrides
 	s.overrides = m
 	var met []*Watchdog // to be stored met once the verdict is published
@@ -175,7 +175,9 @@ func (s *Server) SetWatchdogs(m map[string]Duration) error {
 	s.watchDeadlines()
 	s.update()
 	for _, w := range met {
-		w.met.Store(true)
+		if !w.overdue { // its longer deadline may have passed since retune read the clock
+			w.met.Store(true)
+		}
 	}
 	return nil
 }
@@ -202,16 +204,21 @@ func (s *Server) timeoutFor(name string, code time.Duration) time.Duration {
 // change, and reports whether w is to be stored met once the verdict is
 // published (see Watchdog.met). A watchdog it makes met without a Beat
 // (disabled, or late no more) logs no "responsive again": it did not beat;
-// the line of the change says why. s.mu must be held; the caller arms the
-// timer and publishes.
+// the line of the change says why. A change that an override's removal
+// makes says so, and that the code's timeout is back: read as the config's,
+// it would look like a new override of the code's value. s.mu must be
+// held; the caller arms the timer and publishes.
 func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	if timeout == w.timeout {
 		return false
 	}
-	s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", w.name, "timeout", timeout)
+	if _, overridden := s.overrides[w.name]; overridden {
+		s.log(slog.LevelInfo, "health: watchdog timeout set by config", "subsystem", w.name, "timeout", timeout)
+	} else {
+		s.log(slog.LevelInfo, "health: watchdog override removed; the code's timeout is back", "subsystem", w.name, "timeout", timeout)
+	}
 	wasDisabled := w.timeout == 0
 	w.timeout = timeout
-	w.retunedAt = s.sinceEpoch() // overdue from now at the earliest
 	switch {
 	case wasDisabled:
 		// Its Beats recorded no goroutine while it was disabled, and the
@@ -226,7 +233,7 @@ func (s *Server) retune(w *Watchdog, timeout time.Duration) (storeMet bool) {
 	case timeout == 0:
 		w.overdue, w.late, w.stack = false, false, ""
 		return true
-	case w.late && w.beats.Load() > 0 && w.lateFrom == w.lastOnce() && w.retunedAt < deadlineFrom(w.lateFrom, timeout):
+	case w.late && w.beats.Load() > 0 && w.lateFrom == w.lastOnce() && s.sinceEpoch() < deadlineFrom(w.lateFrom, timeout):
 		// Late no more under the longer timeout, and no Beat since the
 		// deadline (last read once, so that a Beat storing it now cannot
 		// pass the one test and fail the other): met. A Beat since, its

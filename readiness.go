@@ -54,8 +54,7 @@ func newVerdict(unmet reasonSet, err error, checkInstalled bool) *verdict {
 }
 
 // Ready returns nil when /readyz would answer 200, else an error that
-// errors.Is the first unmet condition's sentinel, its text carrying detail
-// for the agent's authenticated uses.
+// errors.Is the first unmet condition's sentinel, with detail.
 func (s *Server) Ready() error {
 	return s.verdict.Load().err
 }
@@ -97,12 +96,14 @@ func (s *Server) SetSubsystemStopped(name string) {
 	s.update()
 }
 
-// update recomputes the verdict and stores it if it changed, queues a line
+// update recomputes the verdict, counting every deadline and stall bound
+// the clock has passed (expire), stores it if it changed, queues a line
 // for a change of the /readyz answer and wakes Changed's watchers when the
 // set of unmet conditions changed. s.mu must be held: the lock orders the
 // stores, so a probe never sees an older verdict after a newer one, and it
 // orders the lines as the changes they report.
 func (s *Server) update() {
+	s.expire()
 	unmet := s.unmet()
 	first := unmet.first()
 	err := s.detail(first)

@@ -30,6 +30,9 @@ type Server struct {
 	// it before the first SetDataPlaneCheck.
 	checkPeriod time.Duration
 
+	// clock is where the Server reads the time and arms its timers
+	// (see clock); never changed.
+	clock clock
 	// epoch is the origin of the monotonic clock readings the Server
 	// keeps (a watchdog's Beats, the check's last return), so that a Beat
 	// stores a number rather than a time.Time. Only its monotonic reading
@@ -37,10 +40,8 @@ type Server struct {
 	// It never changes after NewServer.
 	epoch time.Time
 
-	// stackDump takes every goroutine's stack for a deadline's line
-	// (runtime.Stack); a test may count or inspect the calls.
-	stackDump func([]byte) int
-	// stackq holds the deadlines whose stacks are still to be taken.
+	// stackq holds the stacks still to be taken (a deadline's, a
+	// stall's), and takes them.
 	stackq stackQueue
 
 	mu              sync.Mutex
@@ -55,6 +56,7 @@ type Server struct {
 	watch           watchState
 	overrides       map[string]Duration // the watchdog timeouts in force by name: Config.Watchdogs, then SetWatchdogs's
 	changed         chan struct{}       // Changed's channel; nil until someone asks
+	stacksDue       []wantedStack       // wanted by the ERROR lines queued under mu; unlock has them taken
 	// since is when the set of unmet conditions last changed, on the
 	// monotonic clock since epoch: 0, NewServer's time, until the first
 	// change (Status.Since).
@@ -72,11 +74,16 @@ type Server struct {
 // NewServer returns a Server for cfg, defaults applied (a nil logger means
 // slog.Default()). It is not ready, and its delivery mode is streaming.
 //
-// No method, probe or Serve waits for the logger, whose handler may call the
-// Server: a goroutine of the package's writes the lines in order, each with
-// its call's time and source. While the logger blocks, 256 lines wait; older
-// ones are dropped and counted; a handler's panic costs only its line.
+// No method, probe or Serve waits for the logger, whose handler may call
+// the Server: a goroutine of the package's writes the lines in order, with
+// their calls' times and sources. While it blocks, 256 lines wait, older
+// ones dropped and counted; a handler's panic costs only its line.
 func NewServer(cfg Config, logger *slog.Logger) *Server {
+	return newServer(cfg, logger, systemClock{})
+}
+
+// newServer is NewServer on clk, which the package's tests move by hand.
+func newServer(cfg Config, logger *slog.Logger, clk clock) *Server {
 	cfg.ApplyDefaults()
 	if logger == nil {
 		logger = slog.Default()
@@ -85,8 +92,9 @@ func NewServer(cfg Config, logger *slog.Logger) *Server {
 		cfg:         cfg,
 		overrides:   maps.Clone(cfg.Watchdogs), // the caller's map may change
 		checkPeriod: dataPlaneCheckPeriod,
-		epoch:       time.Now(),
-		stackDump:   dumpAll,
+		clock:       clk,
+		epoch:       clk.now(),
+		stackq:      stackQueue{dumper: dumper{dump: dumpAll, clock: clk}},
 		mode:        DeliveryModeStreaming, // the reconnect engine starts streaming and reports only transitions
 		logq:        logQueue{logger: logger},
 	}

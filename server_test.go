@@ -34,6 +34,7 @@ type internalState struct {
 	check      checkVerdict
 	poller     *poller       // nil when no check is set
 	run        uint64        // the number of poller's latest check; 0 with none
+	running    bool          // poller's latest check has started and not returned
 	timerArmed bool          // the deadline timer is armed
 	timerAt    time.Duration // the deadline it was last armed for, since epoch
 	watchGen   uint64        // watchState.gen: it moves each time the timer is armed or stopped
@@ -55,7 +56,7 @@ func internals(s *Server) internalState {
 			watched:    append([]*Watchdog(nil), s.watch.list...),
 		}
 		if s.poller != nil {
-			st.run = s.poller.run
+			st.run, st.running = s.poller.run, s.poller.inFlight
 		}
 	})
 	return st
@@ -102,33 +103,16 @@ func setCheckVerdict(s *Server, v checkVerdict) {
 	})
 }
 
-// passTime moves s's clock d forward, as if d passed at once, and runs
-// the deadline timer's check as if it fired: a deadline the jump passed is
-// reported now, without a real wait. The real timer is stopped, so that
-// it cannot fire later and pass a deadline again; deadlinesPassed arms
-// it anew. No other goroutine may read the clock meanwhile: outside tests
-// the epoch never moves, so Status and Beat read it without the lock.
-func passTime(s *Server, d time.Duration) {
-	var gen uint64
-	locked(s, func() {
-		if s.watch.timer != nil {
-			s.watch.timer.Stop()
-		}
-		s.epoch = s.epoch.Add(-d)
-		gen = s.watch.gen
-	})
-	s.deadlinesPassed(gen)
-}
-
-// passTimeAside runs passTime in a goroutine of its own, and returns a
-// channel closed once it has returned: a passTime that takes the stacks
-// blocks in a test's dump until the test releases it, and one that should
-// not must fail the test's wait, not hang it.
-func passTimeAside(s *Server, d time.Duration) <-chan struct{} {
+// advanceAside runs clk.advance in a goroutine of its own, and returns a
+// channel closed once it has returned: a timer that took a deadline's
+// stack itself, rather than leave it to a goroutine of its own, would
+// block in a test's dump until the test releases it, and must fail the
+// test's wait, not hang it.
+func advanceAside(clk *fakeClock, d time.Duration) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		passTime(s, d)
+		clk.advance(d)
 	}()
 	return done
 }

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
 )
 
-// The texts a deadline's stack attribute carries when there is no stack to
-// show. They are constants, so that an alert or a grep can match them.
+// The texts a stack attribute carries when there is no stack to show.
+// They are constants, so that an alert or a grep can match them.
 const (
 	// stackExited: the goroutine that last made the watchdog met has
 	// returned, and the watchdog was not stopped: a loop that ended
@@ -25,6 +24,11 @@ const (
 	// maxDumpPause) before the goroutine's turn came; it may or may not
 	// be alive.
 	stackNotFound = "the goroutine that last beat is not in the part of the process's stacks the dump took"
+	// stackCheckExited, stackCheckNotFound: the same of a stalled
+	// check's goroutine, which can have exited only if the check
+	// returned and its poller ended before the dump.
+	stackCheckExited   = "the check's goroutine has exited"
+	stackCheckNotFound = "the check's goroutine is not in the part of the process's stacks the dump took"
 )
 
 // maxStack bounds a stack in the log and in Status: a loop's stack is a
@@ -55,13 +59,6 @@ const maxDumpPause = 500 * time.Millisecond
 // deep (docs/performance.md), since an agent's are often deeper.
 const firstDumpCost = 40 * time.Microsecond
 
-// dumpCost is the last dump's pause per goroutine, in nanoseconds; 0
-// before the first.
-var dumpCost atomic.Int64
-
-// dumpClock reads the time around a dump; a test makes dumps take long.
-var dumpClock = time.Now
-
 // dumpPerGoroutine sizes a first dump's buffer: a goroutine of an agent
 // prints in one or two KiB. Too small a guess costs another stop of the
 // world for every doubling, too big a one only memory, for a moment.
@@ -72,9 +69,19 @@ const dumpPerGoroutine = 2 << 10
 // the memory, not the pause.
 const maxDump = 64 << 20
 
-// dumpHint sizes the next dump's buffer from the last dump, so that it is
-// usually taken at the first try: each try stops the world.
-var dumpHint atomic.Int64
+// dumper takes every goroutine's stack for a Server's ERROR lines. It
+// keeps its last dump's pause per goroutine, to foresee the next one's
+// (maxDumpPause), and its size, so that the next is usually taken at the
+// first try: each try stops the world. Each Server has its own, measured
+// on its own clock, so that nothing one Server (or a test) measures
+// reaches another. One goroutine at a time uses it: the one stackQueue
+// lets dump.
+type dumper struct {
+	dump  func([]byte) int // dumpAll outside tests, whose dumps may count or hold the calls
+	clock clock            // the Server's: times each dump
+	cost  time.Duration    // the last dump's pause per goroutine; 0 before the first
+	hint  int              // the next dump's buffer size, from the last dump; 0 before the first
+}
 
 // goroutineID returns the id of the calling goroutine, as the header of
 // its stack gives it. It costs a walk of the caller's stack, so only a
@@ -106,52 +113,39 @@ func headerID(stack []byte) uint64 {
 // stacksOf returns, for each goroutine id given, its stack as the runtime
 // prints it (runtime.Stack's format: the header with its wait reason, and
 // the minutes waited once it has waited a minute, then its frames), cut
-// at maxStack; stackNoBeat for id 0; stackExited for a goroutine that no
-// longer exists (ids are never reused); stackNotFound when the dump was
-// cut before it; and, when a dump is foreseen to stop the world for longer
-// than maxDumpPause, a text saying it was not taken.
+// at maxStack, and reports whether the dump was cut before its end. A
+// goroutine the dump did not hold has no stack: it no longer exists (ids
+// are never reused), or, when the dump was cut, it may be past its end;
+// the caller says which in its own words. When a dump is foreseen to stop
+// the world for longer than maxDumpPause, none is taken, and each id gets
+// a text saying so.
 //
-// The deadline timer calls it once for every watchdog whose deadline has
-// passed by then, never under the Server's lock (see maxDumpPause for its
-// cost). The dump is dropped before it returns; the stacks are copies.
-func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[uint64]string {
-	stacks := make(map[uint64]string, len(ids))
-	need := 0
+// One dump serves every stack wanted meanwhile (stackQueue), never under
+// the Server's lock (see maxDumpPause for its cost). The dump is dropped
+// before it returns; the stacks are copies.
+func (d *dumper) stacksOf(limit, goroutines int, ids []uint64) (stacks map[uint64]string, cut bool) {
+	stacks = make(map[uint64]string, len(ids))
 	for _, id := range ids {
-		if id == 0 {
-			stacks[id] = stackNoBeat
-		} else {
-			stacks[id] = "" // wanted
-			need++
-		}
+		stacks[id] = "" // wanted
 	}
-	if need == 0 {
-		return stacks
-	}
-	cost := time.Duration(dumpCost.Load())
+	cost := d.cost
 	if cost == 0 {
 		cost = firstDumpCost
 	}
 	if pause := time.Duration(goroutines) * cost; pause > maxDumpPause {
-		for id, s := range stacks {
-			if s == "" {
-				stacks[id] = fmt.Sprintf("not taken: a dump of the process's %d goroutines would stop it for about %v (the bound is %v)",
-					goroutines, pause.Round(time.Millisecond), maxDumpPause)
-			}
+		for id := range stacks {
+			stacks[id] = fmt.Sprintf("not taken: a dump of the process's %d goroutines would stop it for about %v (the bound is %v)",
+				goroutines, pause.Round(time.Millisecond), maxDumpPause)
 		}
-		return stacks
+		return stacks, false
 	}
-	cut := takeDump(dump, limit, goroutines, stacks)
+	cut = d.takeDump(limit, goroutines, stacks)
 	for id, s := range stacks {
-		switch {
-		case s != "":
-		case cut:
-			stacks[id] = stackNotFound
-		default:
-			stacks[id] = stackExited
+		if s == "" {
+			delete(stacks, id)
 		}
 	}
-	return stacks
+	return stacks, cut
 }
 
 // takeDump dumps every goroutine's stack and fills in the wanted stacks
@@ -163,23 +157,23 @@ func stacksOf(dump func([]byte) int, limit, goroutines int, ids []uint64) map[ui
 // the first buffer, found at the first stop of the world. The buffer is
 // the last dump's size or the guess for goroutines, whichever is larger,
 // and grows to what the part printed says the whole needs.
-func takeDump(dump func([]byte) int, limit, goroutines int, stacks map[uint64]string) (cut bool) {
-	size := min(max(int(dumpHint.Load()), goroutines*dumpPerGoroutine, 64<<10), limit)
+func (d *dumper) takeDump(limit, goroutines int, stacks map[uint64]string) (cut bool) {
+	size := min(max(d.hint, goroutines*dumpPerGoroutine, 64<<10), limit)
 	var spent time.Duration
 	for {
 		buf := make([]byte, size)
-		start := dumpClock()
-		n := dump(buf)
-		took := dumpClock().Sub(start)
+		start := d.clock.now()
+		n := d.dump(buf)
+		took := d.clock.now().Sub(start)
 		spent += took
-		dumpCost.Store(int64(took) / int64(max(goroutines, 1)))
+		d.cost = took / time.Duration(max(goroutines, 1))
 		full := n == len(buf)
 		grow := full && size < limit && spent+took <= maxDumpPause
 		if pickStacks(stacks, buf[:n], full, !grow) == 0 || !grow {
 			if full {
-				dumpHint.Store(int64(size)) // the next deadline dumps once at this size
+				d.hint = size // the next deadline dumps once at this size
 			} else {
-				dumpHint.Store(int64(n + n/4)) // room for some growth, and shrinks with the process
+				d.hint = n + n/4 // room for some growth, and shrinks with the process
 			}
 			return full
 		}

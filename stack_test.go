@@ -49,78 +49,88 @@ func dumpOf(text string, calls *int) func([]byte) int {
 	}
 }
 
+// testDumper is a dumper on a fake clock, as a new Server's: every dump
+// takes no time unless the test's dump moves the clock.
+func testDumper() (*dumper, *fakeClock) {
+	clk := newFakeClock()
+	return &dumper{clock: clk}, clk
+}
+
 // TestStacksOf picks each goroutine's block out of a dump, alone and
-// exactly as the runtime printed it, and says so when there is none.
+// exactly as the runtime printed it, and, when there is none, the words
+// of the one that wants it say why.
 func TestStacksOf(t *testing.T) {
-	var frozen time.Time // every dump takes no time: none is foreseen too long
-	dumpClock = func() time.Time { return frozen }
-	defer func() { dumpClock = time.Now }()
+	d, _ := testDumper() // every dump takes no time: none is foreseen too long
 	calls := 0
-	got := stacksOf(dumpOf(fakeDump, &calls), maxDump, 3, []uint64{12, 1, 123, 0, 99, 2})
+	d.dump = dumpOf(fakeDump, &calls)
+	got, cut := d.stacksOf(maxDump, 3, []uint64{12, 1, 123, 99, 2})
 	assert.Equal(t, map[uint64]string{
 		12:  "goroutine 12 [sync.Mutex.Lock, 3 minutes]:\nsync.(*Mutex).Lock(...)\n\t/go/src/sync/mutex.go:46\nmain.reconcile()\n\t/src/main.go:20 +0x2d\ncreated by main.main in goroutine 1\n\t/src/main.go:13 +0x85",
 		1:   "goroutine 1 [running]:\nmain.main()\n\t/src/main.go:9 +0x11c",
 		123: "goroutine 123 [chan receive]:\nmain.watch()\n\t/src/main.go:30 +0x19\ncreated by main.main in goroutine 1\n\t/src/main.go:16 +0xe5",
-		0:   "no goroutine has beaten yet",
-		99:  "the goroutine that last beat has exited",
-		2:   "the goroutine that last beat has exited",
-	}, got)
+	}, got, "none for 99 and 2: the dump ended without them")
+	assert.False(t, cut)
 	assert.Equal(t, 1, calls, "one dump for every id")
-
-	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, 3, []uint64{0})
-	assert.Equal(t, map[uint64]string{0: "no goroutine has beaten yet"}, got)
-	assert.Equal(t, 1, calls, "no dump when no goroutine is known")
+	deadline := wantedStack{goid: 99, exited: stackExited, notFound: stackNotFound}
+	stall := wantedStack{goid: 99, exited: stackCheckExited, notFound: stackCheckNotFound}
+	assert.Equal(t, "the goroutine that last beat has exited", deadline.text(got, cut))
+	assert.Equal(t, "the check's goroutine has exited", stall.text(got, cut))
+	assert.Equal(t, got[12], wantedStack{goid: 12}.text(got, cut))
 
 	// A dump that fills every buffer up to the limit is cut there: a
 	// goroutine not in it may be alive, so it is not said to have exited.
-	full := func(buf []byte) int {
+	d.dump = func(buf []byte) int {
 		calls++
 		const block = "goroutine 1 [running]:\nx\n\n"
 		return copy(buf, strings.Repeat(block, len(buf)/len(block)+1))
 	}
 	calls = 0
-	got = stacksOf(full, 1<<20, 3, []uint64{1, 5})
-	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: "the goroutine that last beat is not in the part of the process's stacks the dump took"}, got)
+	got, cut = d.stacksOf(1<<20, 3, []uint64{1, 99})
+	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx"}, got)
+	assert.True(t, cut)
+	assert.Equal(t, "the goroutine that last beat is not in the part of the process's stacks the dump took", deadline.text(got, cut))
+	assert.Equal(t, "the check's goroutine is not in the part of the process's stacks the dump took", stall.text(got, cut))
 	assert.Equal(t, 5, calls, "64 KiB, doubled up to the 1 MiB limit")
 	calls = 0
-	stacksOf(full, 1<<20, 3, []uint64{1, 5})
+	d.stacksOf(1<<20, 3, []uint64{1, 5})
 	assert.Equal(t, 1, calls, "after a cut, the next deadline dumps at the limit at once")
 
 	// A dump cut inside the wanted goroutine's block ends that stack at
 	// its last whole line, and says so: no half line, no half character.
-	endsInside := func(buf []byte) int {
-		calls++
+	d, _ = testDumper()
+	d.dump = func(buf []byte) int {
 		text := strings.Repeat("goroutine 1 [running]:\nx\n\n", (len(buf)-200)/26) +
 			"goroutine 7 [select]:\nmain.loop()\nmain.f" + strings.Repeat("é", 200) // past the buffer's end
 		return copy(buf, text)
 	}
-	dumpHint.Store(0)
-	got = stacksOf(endsInside, 64<<10, 3, []uint64{7})
+	got, _ = d.stacksOf(64<<10, 3, []uint64{7})
 	assert.Equal(t, map[uint64]string{7: "goroutine 7 [select]:\nmain.loop()" + stackCutDump}, got)
 
 	// The first buffer is sized for the goroutines: one stop of the
 	// world, not one per doubling from 64 KiB; and a dump that holds the
 	// wanted stack whole is not taken again, full or not.
-	dumpHint.Store(0)
 	need := strings.Repeat("goroutine 1 [running]:\nx\n\n", 10_000) + "goroutine 9 [select]:\ny\n" // 260,023 bytes
 	fits := func(buf []byte) int { calls++; return copy(buf, need) }
+	d, _ = testDumper()
+	d.dump = fits
 	calls = 0
-	got = stacksOf(fits, maxDump, 20, []uint64{9})
+	got, _ = d.stacksOf(maxDump, 20, []uint64{9})
 	assert.Equal(t, "goroutine 9 [select]:\ny", got[9])
 	assert.Equal(t, 3, calls, "20 goroutines guessed at 40 KiB: 64 KiB, 128, then 256 fits")
-	dumpHint.Store(0)
+	d, _ = testDumper()
+	d.dump = fits
 	calls = 0
-	stacksOf(fits, maxDump, 10_000, []uint64{9})
+	d.stacksOf(maxDump, 10_000, []uint64{9})
 	assert.Equal(t, 1, calls, "10,000 goroutines: a buffer for them at once")
 	calls = 0
-	stacksOf(fits, maxDump, 3, []uint64{9})
+	d.stacksOf(maxDump, 3, []uint64{9})
 	assert.Equal(t, 1, calls, "the last dump's size is the next one's start")
-	dumpHint.Store(0)
+	d, _ = testDumper()
+	d.dump = fits
 	calls = 0
-	got = stacksOf(fits, maxDump, 20, []uint64{1})
+	got, _ = d.stacksOf(maxDump, 20, []uint64{1})
 	assert.Equal(t, "goroutine 1 [running]:\nx", got[1])
 	assert.Equal(t, 1, calls, "found whole in the first, full buffer")
-	dumpHint.Store(0)
 }
 
 // TestStacksOfPauseBound: a dump foreseen to stop the world for longer
@@ -128,40 +138,37 @@ func TestStacksOf(t *testing.T) {
 // taken, and says so; a full dump is taken again in a larger buffer only
 // while the pauses so far leave room for one more.
 func TestStacksOfPauseBound(t *testing.T) {
-	defer func() {
-		dumpCost.Store(0)
-		dumpHint.Store(0)
-		dumpClock = time.Now
-	}()
+	d, clk := testDumper()
 	calls := 0
-	dumpCost.Store(int64(time.Millisecond))
-	got := stacksOf(dumpOf(fakeDump, &calls), maxDump, 501, []uint64{12, 0})
-	assert.Equal(t, map[uint64]string{
-		12: "not taken: a dump of the process's 501 goroutines would stop it for about 501ms (the bound is 500ms)",
-		0:  "no goroutine has beaten yet",
-	}, got)
+	d.dump = dumpOf(fakeDump, &calls)
+	d.cost = time.Millisecond
+	got, _ := d.stacksOf(maxDump, 501, []uint64{12, 1})
+	notTaken := "not taken: a dump of the process's 501 goroutines would stop it for about 501ms (the bound is 500ms)"
+	assert.Equal(t, map[uint64]string{12: notTaken, 1: notTaken}, got)
 	assert.Zero(t, calls)
-	got = stacksOf(dumpOf(fakeDump, &calls), maxDump, 500, []uint64{12})
+	d.dump = func(buf []byte) int {
+		clk.advance(400 * time.Microsecond)
+		return dumpOf(fakeDump, &calls)(buf)
+	}
+	got, _ = d.stacksOf(maxDump, 500, []uint64{12})
 	assert.True(t, strings.HasPrefix(got[12], "goroutine 12 ["), "at the bound, a dump")
 	assert.Equal(t, 1, calls)
-	assert.Less(t, dumpCost.Load(), int64(time.Millisecond), "the cost measured anew")
+	assert.Equal(t, 800*time.Nanosecond, d.cost, "the cost measured anew: 400 µs for 500 goroutines")
 
 	// Each dump takes 300 ms on the test's clock: a full one is not
 	// taken again, and what it holds is what there is.
-	var now time.Time
-	dumpClock = func() time.Time { return now }
-	dumpCost.Store(0)
-	dumpHint.Store(0)
-	slow := func(buf []byte) int {
+	d, clk = testDumper()
+	d.dump = func(buf []byte) int {
 		calls++
-		now = now.Add(300 * time.Millisecond)
+		clk.advance(300 * time.Millisecond)
 		return copy(buf, strings.Repeat("goroutine 1 [running]:\nx\n\n", len(buf)/26+1))
 	}
 	calls = 0
-	got = stacksOf(slow, maxDump, 3, []uint64{1, 5})
-	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx", 5: stackNotFound}, got)
+	got, cut := d.stacksOf(maxDump, 3, []uint64{1, 5})
+	assert.Equal(t, map[uint64]string{1: "goroutine 1 [running]:\nx"}, got)
+	assert.True(t, cut)
 	assert.Equal(t, 1, calls, "300 ms spent: no room for another 300")
-	assert.Equal(t, int64(100*time.Millisecond), dumpCost.Load(), "300 ms for 3 goroutines")
+	assert.Equal(t, 100*time.Millisecond, d.cost, "300 ms for 3 goroutines")
 }
 
 // TestCutPartialStackAtALineEnd: a stack the dump ends inside, longer
@@ -223,10 +230,10 @@ func takenStack(t *testing.T, s *Server, i int) string {
 // goroutine has returned without Stop, the next deadline says so.
 func TestStuckGoroutineStack(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	s, logs := newReadyServer(t)
-	// The deadlines are passed by hand (passTime), each once the loop is
-	// where the test wants it: a real one could pass again on a slow
-	// machine between the Beat after the lock and the checks after it.
+	s, logs, clk := newFakeClockReadyServer(t)
+	// The deadlines are passed by hand, each once the loop is where the
+	// test wants it: a real one could pass again on a slow machine
+	// between the Beat after the lock and the checks after it.
 	w := s.Watch("reconcile", time.Hour)
 	defer w.Stop()
 	var mu sync.Mutex
@@ -236,7 +243,7 @@ func TestStuckGoroutineStack(t *testing.T) {
 	id := <-ids
 	eventually(t, func() bool { return goroutineHeader(id) == fmt.Sprintf("goroutine %d [sync.Mutex.Lock]:", id) }, "the loop parked on the lock")
 
-	passTime(s, 2*time.Hour)
+	clk.advance(2 * time.Hour)
 	waitUnresponsive(t, s, "the hung loop's deadline")
 	stack := takenStack(t, s, 0)
 	header, frames, _ := strings.Cut(stack, "\n")
@@ -263,7 +270,7 @@ func TestStuckGoroutineStack(t *testing.T) {
 	assert.Empty(t, s.Status().Watchdogs[0].Stack, "met again: no stack")
 
 	eventually(t, func() bool { return goroutineHeader(id) == "" }, "the loop's goroutine gone")
-	passTime(s, 2*time.Hour)
+	clk.advance(2 * time.Hour)
 	waitUnresponsive(t, s, "the deadline after the loop returned without Stop")
 	assert.Equal(t, "the goroutine that last beat has exited", takenStack(t, s, 0))
 	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=reconcile timeout=1h0m0s stack="the goroutine that last beat has exited"`))
@@ -286,43 +293,55 @@ func goroutineHeader(id uint64) string {
 // TestStackBeforeTheFirstBeat: the first deadline, counted from Watch,
 // finds no goroutine to show, and says so without a dump.
 func TestStackBeforeTheFirstBeat(t *testing.T) {
-	s, logs := newReadyServer(t)
+	s, logs, clk := newFakeClockReadyServer(t)
 	dumps := 0
-	s.stackDump = dumpOf(fakeDump, &dumps)
+	s.stackq.dumper.dump = dumpOf(fakeDump, &dumps)
 	w := s.Watch("watch", 20*time.Millisecond)
 	defer w.Stop()
-	eventually(t, func() bool { return s.Status().Watchdogs[0].Timeouts == 1 }, "the first deadline")
+	clk.advance(20 * time.Millisecond)
+	require.Equal(t, uint64(1), s.Status().Watchdogs[0].Timeouts, "the first deadline")
 	assert.Equal(t, "no goroutine has beaten yet", takenStack(t, s, 0))
 	assert.Equal(t, 1, logs.count(`level=ERROR msg="health: subsystem unresponsive" subsystem=watch timeout=20ms stack="no goroutine has beaten yet"`))
 	assert.Zero(t, dumps)
 }
 
-// TestStackOncePerDeadlineOutsideTheLock: a deadline dumps the goroutines
-// once, whatever the Beats and probes around it, and never under the
-// Server's lock; watchdogs whose deadlines pass together share one dump.
-func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
-	s, _ := newReadyServer(t)
-	var dumps, locked atomic.Int32
-	s.stackDump = func(buf []byte) int {
+// lockWatchingDump has s dump with dump, counting the dumps and those
+// taken while s.mu was held, and sending on dumped once each is done: a
+// test waits on dumped rather than take the lock while a dump may run,
+// so that only the Server's own holding of it can count.
+func lockWatchingDump(s *Server, dump func([]byte) int) (dumps, locked *atomic.Int32, dumped <-chan struct{}) {
+	dumps, locked = new(atomic.Int32), new(atomic.Int32)
+	done := make(chan struct{}, 16)
+	s.stackq.dumper.dump = func(buf []byte) int {
 		dumps.Add(1)
 		if s.mu.TryLock() {
 			s.mu.Unlock()
 		} else {
 			locked.Add(1)
 		}
-		return dumpAll(buf)
+		defer func() { done <- struct{}{} }()
+		return dump(buf)
 	}
-	// The deadlines are passed by hand (passTime), in this goroutine, so
-	// that no Status or probe of the test's holds the lock as the dump
-	// looks at it, and no deadline passes early on a slow machine.
+	return dumps, locked, done
+}
+
+// TestStackOncePerDeadlineOutsideTheLock: a deadline dumps the goroutines
+// once, whatever the Beats and probes around it, and never under the
+// Server's lock; watchdogs whose deadlines pass together share one dump.
+func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
+	s, _, clk := newFakeClockReadyServer(t)
+	dumps, locked, dumped := lockWatchingDump(s, dumpAll)
+	// The deadlines are passed by hand, so that no deadline passes early
+	// on a slow machine.
 	w := s.Watch("reconcile", time.Hour)
 	for round := 1; round <= 3; round++ {
 		for range 100 {
 			w.Beat()
 			serve(s.Handler(), "GET", "/readyz")
 		}
-		passTime(s, 2*time.Hour)
+		clk.advance(2 * time.Hour)
 		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+		<-dumped
 		takenStack(t, s, 0)
 		assert.Equal(t, int32(round), dumps.Load(), "one dump per deadline")
 		s.Status()
@@ -337,7 +356,10 @@ func TestStackOncePerDeadlineOutsideTheLock(t *testing.T) {
 	a.Beat()
 	b.Beat()
 	dumps.Store(0)
-	passTime(s, 2*time.Hour) // both an hour past their deadline
+	clk.advance(2 * time.Hour) // both an hour past their deadline
+	<-dumped
+	takenStack(t, s, 0)
+	takenStack(t, s, 1)
 	assert.Equal(t, int32(1), dumps.Load())
 	st := s.Status().Watchdogs
 	require.Len(t, st, 2)
@@ -383,8 +405,9 @@ func BenchmarkStackCapture(b *testing.B) {
 	})
 	b.Run("capture", func(b *testing.B) {
 		b.ReportAllocs()
+		d := dumper{dump: dumpAll, clock: systemClock{}}
 		for b.Loop() {
-			if s := stacksOf(dumpAll, maxDump, runtime.NumGoroutine(), []uint64{id}); !strings.HasPrefix(s[id], "goroutine ") {
+			if s, _ := d.stacksOf(maxDump, runtime.NumGoroutine(), []uint64{id}); !strings.HasPrefix(s[id], "goroutine ") {
 				b.Fatal(s[id])
 			}
 		}
@@ -401,47 +424,63 @@ func parkDeep(depth int, park func()) {
 	parkDeep(depth-1, park)
 }
 
+// holdDumps has s's dumps each send on inDump, then wait until release
+// is closed, for a test that acts while a dump runs.
+func holdDumps(s *Server) (inDump <-chan struct{}, release chan<- struct{}) {
+	in, rel := make(chan struct{}, 4), make(chan struct{})
+	s.stackq.dumper.dump = func(buf []byte) int {
+		in <- struct{}{}
+		<-rel
+		return dumpAll(buf)
+	}
+	return in, rel
+}
+
 // TestVerdictDoesNotWaitForTheStack: a deadline's verdict is published
 // while its stack is being taken, and so is that of a deadline passing
 // meanwhile; a Beat during the dump recovers at once. The log still reads
 // in the order of the changes: each ERROR line, with its stack, before the
 // readiness line it caused, and the recovery after both.
 func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
-	s, logs := newReadyServer(t)
-	inDump, release := make(chan struct{}, 2), make(chan struct{})
-	s.stackDump = func(buf []byte) int {
-		inDump <- struct{}{}
-		<-release
-		return dumpAll(buf)
-	}
+	s, logs, clk := newFakeClockReadyServer(t)
+	inDump, release := holdDumps(s)
 	written := func(substr string) int { // what the sink has taken, without waiting for the rest
 		return strings.Count(logs.LogBuffer.String(), substr)
 	}
-	// The deadlines are passed by hand (passTime): with real ones, a
-	// slow machine could pass reconcile's again after its recovery, and
-	// log lines this test does not expect. The first passTime takes the
-	// stacks, so it blocks in the dump until release.
+	// The deadlines are passed by hand: with real ones, a slow machine
+	// could pass reconcile's again after its recovery, and log lines this
+	// test does not expect. The first deadline's dump blocks until
+	// release. The second deadline is a nanosecond after the first, so
+	// that the dump it passes during takes only that long on the
+	// Server's clock, and the next one is foreseen short enough to take.
 	w := s.Watch("reconcile", time.Hour)
 	defer w.Stop()
+	other := s.Watch("watch", time.Hour)
+	defer other.Stop()
 	w.Beat()
+	clk.advance(1)
+	other.Beat()
 	id := goroutineID()
-	firstPassed := passTimeAside(s, 2*time.Hour)
+	firstPassed := advanceAside(clk, time.Hour-1)
 	select {
 	case <-inDump:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no dump within 10 s of the deadline")
+	}
+	select {
+	case <-firstPassed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deadline's timer waited for the dump")
 	}
 	require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "published while the dump runs")
 	st := s.Status().Watchdogs[0]
 	assert.True(t, st.Overdue)
 	assert.Empty(t, st.Stack, "no stack before it is taken")
 	assert.Zero(t, written("health: subsystem unresponsive"), "the ERROR line waits for its stack")
+	require.False(t, s.Status().Watchdogs[1].Overdue)
 
-	other := s.Watch("watch", time.Hour)
-	defer other.Stop()
-	other.Beat()
 	// It returns at once: the goroutine dumping takes this stack too.
-	secondPassed := passTimeAside(s, 2*time.Hour)
+	secondPassed := advanceAside(clk, 1)
 	select {
 	case <-secondPassed:
 	case <-time.After(10 * time.Second):
@@ -453,7 +492,6 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 	assert.False(t, s.Status().Watchdogs[0].Overdue, "recovered before Beat returned, the dump still running")
 	close(release)
 	<-inDump // the second deadline's dump, after the first
-	<-firstPassed
 	assert.Equal(t, []string{
 		`level=INFO msg="health: readiness changed" ready=false reason="data plane not configured"`,
 		`level=INFO msg="health: readiness changed" ready=true after=…`,
@@ -484,10 +522,10 @@ func TestVerdictDoesNotWaitForTheStack(t *testing.T) {
 // at once; and a stack reaching Status wakes Changed, with the stack
 // there to read.
 func TestStacksCoalesceAndWakeChanged(t *testing.T) {
-	s, logs := newReadyServer(t)
+	s, logs, clk := newFakeClockReadyServer(t)
 	inDump, release := make(chan struct{}, 4), make(chan struct{})
 	var dumps, running, most atomic.Int32
-	s.stackDump = func(buf []byte) int {
+	s.stackq.dumper.dump = func(buf []byte) int {
 		n := running.Add(1)
 		defer running.Add(-1)
 		if n > most.Load() {
@@ -498,22 +536,25 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 		<-release
 		return dumpAll(buf)
 	}
-	// The deadlines are passed by hand (passTime): with real ones, a
-	// pause between a Watch and its Beat on a slow machine would pass a
-	// deadline more. The first passTime takes the stacks, so it blocks in
-	// the dump until release; the second finds it dumping, and queues the
-	// three deadlines it passes for it.
+	// The deadlines are passed by hand: with real ones, a pause between a
+	// Watch and its Beat on a slow machine would pass a deadline more.
+	// The first deadline's dump blocks until release; the second advance
+	// finds it dumping, and queues the three deadlines it passes for it.
+	// Those come a nanosecond after the first, so that the dump they pass
+	// during takes only that long on the Server's clock, and the next one
+	// is foreseen short enough to take.
 	first := s.Watch("first", time.Hour)
 	defer first.Stop()
 	first.Beat()
-	firstPassed := passTimeAside(s, 2*time.Hour)
-	<-inDump
+	clk.advance(1)
 	for i := range 3 {
 		w := s.Watch(fmt.Sprintf("worker-%d", i), time.Hour)
 		defer w.Stop()
 		w.Beat()
 	}
-	secondPassed := passTimeAside(s, 2*time.Hour)
+	firstPassed := advanceAside(clk, time.Hour-1)
+	<-inDump
+	secondPassed := advanceAside(clk, 1)
 	eventually(t, func() bool {
 		s.stackq.mu.Lock()
 		defer s.stackq.mu.Unlock()

@@ -32,6 +32,7 @@ type CheckStatus struct {
 	LastDuration time.Duration // how long the last returned check ran
 	LastReturned time.Time     // when it returned; zero before the first
 	LastError    error         // its error (a panic's too), kept across a replacement; nil when it passed
+	Stack        string        // while stalled, its ERROR line's stack of the check's goroutine, once taken; else empty
 }
 
 // ProbeCounts count Handler()'s answers by kind: counts that do not grow show
@@ -70,6 +71,7 @@ func (s *Server) status(now clockReading) Status {
 	s.mu.Lock()
 	unmet := s.verdict.Load().unmet
 	check := s.checks.status(s.checkInstalled(), now)
+	check.Stack = s.check.stack
 	stopped := slices.Clone(s.stopped)
 	watchdogs, totals := s.watchdogStatus(now)
 	since := now.at(s.since)
@@ -95,12 +97,12 @@ func (s *Server) status(now clockReading) Status {
 // instant, on a dashboard, is the real age. A wall time kept from the
 // instant itself would be off by the step.
 type clockReading struct {
-	wall       time.Time     // time.Now(), its monotonic reading included
+	wall       time.Time     // the clock's now, its monotonic reading included
 	sinceEpoch time.Duration // the same reading, on the monotonic clock since Server.epoch
 }
 
 func (s *Server) readClock() clockReading {
-	now := time.Now()
+	now := s.clock.now()
 	return clockReading{wall: now, sinceEpoch: now.Sub(s.epoch)}
 }
 

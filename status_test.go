@@ -85,18 +85,21 @@ func scriptedCheck() (check func() error, started <-chan int, release func(n int
 }
 
 func TestStatusCheck(t *testing.T) {
-	s, _ := newPolledServer(t)
+	s, _, clk := newPolledServer(t)
 	assert.Equal(t, CheckStatus{}, s.Status().Check, "no check set")
 
-	begin := time.Now()
+	begin := clk.now()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	check, started, release := scriptedCheck()
 	defer release(6)
 	s.SetDataPlaneCheck(ctx, check)
+	pollRuns(t, s, clk, 4)
+	clk.advance(s.checkPeriod)
 	require.Equal(t, 5, <-started)
-	eventually(t, func() bool { return s.Status().Check.Stalls == 1 }, "the fifth check stalls")
+	clk.advance(s.stallBound())
 	st := s.Status().Check
+	assert.Equal(t, uint64(1), st.Stalls, "the fifth check stalls")
 	assert.True(t, st.Installed)
 	assert.Equal(t, uint64(4), st.Runs, "the fifth has not returned")
 	assert.Equal(t, uint64(2), st.Failures, "the error and the panic")
@@ -259,7 +262,7 @@ func TestStatusIsASnapshot(t *testing.T) {
 // next check, so once call n+1 has started, result n is in and nothing
 // later is.
 func TestStatusCheckLastError(t *testing.T) {
-	s, _ := newPolledServer(t)
+	s, _, clk := newPolledServer(t)
 	assert.Nil(t, s.Status().Check.LastError, "no check set")
 
 	started := make(chan struct{})
@@ -275,6 +278,7 @@ func TestStatusCheckLastError(t *testing.T) {
 	assert.Nil(t, s.Status().Check.LastError, "none returned yet")
 	next := func(result func() error) CheckStatus {
 		results <- result
+		clk.advance(s.checkPeriod)
 		<-started
 		return s.Status().Check
 	}

@@ -346,7 +346,7 @@ func TestReadyzExclude(t *testing.T) {
 	}
 }
 
-// TestReadyzExcludeExamples are the SPEC's cases, written out whole: the
+// TestReadyzExcludeExamples are the contract's cases, written out whole: the
 // node signal's URL through a control-plane outage, a name that is no
 // check (never echoed), an escaped name, a repeated one, and the
 // data-plane check's line, absent while no check is set.

@@ -9,12 +9,10 @@ import (
 	"time"
 )
 
-// A Watchdog, made by Server.Watch, watches one of the agent's loops: the
-// loop calls Beat every turn, and one that stops beating for longer than
-// its timeout makes the node not ready (ErrSubsystemUnresponsive), never
-// restarts it. A deadline passed logs ERROR with the stack of the goroutine
-// whose Beat last made it met: so beat from the loop's own goroutine, where
-// it hangs. Its methods are safe for concurrent use.
+// A Watchdog, made by Server.Watch, watches one of the agent's loops, which
+// calls Beat every turn. A deadline passed logs ERROR with the stack of the
+// goroutine whose Beat last made it met: so beat from the loop's own
+// goroutine, where it hangs. Its methods are safe for concurrent use.
 type Watchdog struct {
 	s       *Server
 	name    string
@@ -34,12 +32,13 @@ type Watchdog struct {
 	// Beat that finds it false takes the lock and finds the truth.
 	//
 	// Why a Beat may trust it without the lock: a Beat stores last, then
-	// loads met; the deadline timer clears met, then loads last again
-	// (deadlinesPassed). Go's atomics are sequentially consistent, so one
-	// of the two sees the other: either the timer sees the new last and
-	// restores met, or the Beat sees met cleared and recovers under the
-	// lock. Neither can miss the other. A retune that switches a watchdog
-	// on clears met, then loads beats, for the same reason.
+	// loads met; a publication that finds the deadline passed clears met,
+	// then loads last again (expireWatchdogs). Go's atomics are
+	// sequentially consistent, so one of the two sees the other: either
+	// the publication sees the new last and restores met, or the Beat
+	// sees met cleared and recovers under the lock. Neither can miss the
+	// other. A retune that switches a watchdog on clears met, then loads
+	// beats, for the same reason.
 	met atomic.Bool
 
 	// Guarded by s.mu.
@@ -59,10 +58,11 @@ type Watchdog struct {
 	goid  uint64
 	stack string // while late: what the deadline's line carried as stack
 	// lateFrom is, while late, the last Beat the passed deadline counted
-	// from, and lateAt when the watchdog became overdue: that deadline,
-	// or, if later, the SetWatchdogs call that shortened its timeout
-	// past it (retunedAt). Both since s.epoch.
-	lateFrom, lateAt, retunedAt time.Duration
+	// from (Watch's time before the first), since s.epoch: the recovery
+	// line counts how long the loop went without a Beat from there, not
+	// from the deadline or a retune, so that its after is the hang's
+	// length whatever timeout was in force.
+	lateFrom time.Duration
 	// unknownBeater: the loop beat while the watchdog was disabled, when
 	// a Beat records no goroutine, and has not beaten since it was
 	// switched on (retune).
@@ -101,22 +101,22 @@ type watchState struct {
 	// watchdogs is left once the last one is stopped. A firing whose
 	// generation is not gen's was stopped or replaced after it fired,
 	// and does nothing.
-	timer   *time.Timer
+	timer   timer
 	timerAt time.Duration // the deadline timer is armed for, since epoch
 	gen     uint64
 }
 
 // Watch returns a watchdog for a loop, named name in the log, Ready and
-// Status (names may repeat). It is unmet until the first Beat, then met until
-// timeout passes without one; one timer, never a probe, watches deadlines,
-// and readiness reports one within a second, never before. Watch at
-// bring-up, with a timeout of seconds to minutes, well above the loop's
-// longest healthy turn. A non-positive timeout panics, naming the watchdog.
+// Status (names may repeat; name loops by kind, "reconcile", not by peer:
+// each name's totals last the Server's life). It is unmet until the first
+// Beat, then met until timeout passes without one, which a timer, never a
+// probe, reports within a second, never before. Watch at bring-up, with a
+// timeout well above the loop's longest healthy turn. A non-positive
+// timeout panics, naming the watchdog.
 //
 // A name in the overrides in force (Config.Watchdogs, then SetWatchdogs's)
 // takes their timeout instead, logged at INFO; 0 there disables the
-// watchdog (never unmet), a negative one is ignored with an ERROR line. Name loops by kind ("reconcile"), not by
-// peer: each name's totals last the Server's life.
+// watchdog (never unmet), a negative one is ignored with an ERROR line.
 func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	if timeout <= 0 {
 		panic(fmt.Sprintf("health: Watch %q: timeout %v is not positive", name, timeout))
@@ -138,10 +138,9 @@ func (s *Server) Watch(name string, timeout time.Duration) *Watchdog {
 	return w
 }
 
-// Beat tells readiness that the loop has turned. On a met watchdog it takes
-// no lock and allocates nothing; on an overdue one readiness recovers before
-// it returns. A loop that waits for events beats on an idle tick too. After
-// Stop it does nothing.
+// Beat tells readiness that the loop has turned: with no lock and no
+// allocation when met; when overdue, readiness recovers before it returns.
+// A loop that waits for events beats on an idle tick too.
 func (w *Watchdog) Beat() {
 	now := int64(w.s.sinceEpoch())
 	// Only forward: a Beat that read the clock before another one's
@@ -186,11 +185,13 @@ func (s *Server) beatOverdue(w *Watchdog) {
 	if w.late {
 		w.late = false
 		s.log(slog.LevelInfo, "health: subsystem responsive again", "subsystem", w.name,
-			"after", roundAfter(s.sinceEpoch()-w.lateAt))
+			"after", roundAfter(s.sinceEpoch()-w.lateFrom))
 	}
 	s.watchDeadlines()
 	s.update()
-	w.met.Store(true)
+	if !w.overdue { // a timeout shorter than the wait for the lock has passed again
+		w.met.Store(true)
+	}
 }
 
 // Stop stops watching a loop that ends on purpose: the watchdog counts no
@@ -202,6 +203,7 @@ func (w *Watchdog) Stop() {
 	if w.stopped {
 		return
 	}
+	s.expire() // a deadline passed before Stop counts, whether its timer has run or not
 	w.stopped = true
 	// Its counts stay in its name's totals. A Beat that counts after
 	// this load came after Stop, and does nothing.
@@ -219,7 +221,7 @@ func (w *Watchdog) Stop() {
 }
 
 // sinceEpoch reads the monotonic clock. It does not allocate.
-func (s *Server) sinceEpoch() time.Duration { return time.Since(s.epoch) }
+func (s *Server) sinceEpoch() time.Duration { return s.clock.now().Sub(s.epoch) }
 
 // unresponsive reports whether a watchdog is overdue. s.mu must be held.
 func (s *Server) unresponsive() bool {

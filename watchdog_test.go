@@ -177,20 +177,19 @@ func TestWatchdogFirstDeadline(t *testing.T) {
 // Beat nor every few milliseconds.
 func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
 	const timeout = 150 * time.Millisecond
-	s, logs := newReadyServer(t)
+	s, logs, clk := newFakeClockReadyServer(t)
 	w := s.Watch("reconcile", timeout)
 	defer w.Stop()
 	w.Beat()
 	gen := internals(s).watchGen
-	start := time.Now()
-	for time.Since(start) < 5*timeout {
+	const turns = 50 // a tenth of the timeout each: five timeouts
+	for range turns {
+		clk.advance(timeout / 10) // the loop's turn
 		w.Beat()
 		require.NoError(t, s.Ready(), "a beating loop is met")
-		time.Sleep(timeout / 10) // the loop's turn
 	}
-	elapsed := time.Since(start)
 	arms := internals(s).watchGen - gen
-	assert.LessOrEqual(t, arms, uint64(2*elapsed/timeout+2), "the timer rearms about once per timeout")
+	assert.LessOrEqual(t, arms, uint64(turns/10+1), "the timer rearms about once per timeout")
 	assert.Zero(t, logs.count("health: subsystem"))
 }
 
@@ -198,16 +197,15 @@ func TestWatchdogBeatsMoveTheDeadline(t *testing.T) {
 // before it returns; each deadline passed is logged once, each recovery
 // once, and nothing is logged per Beat.
 func TestWatchdogRecovers(t *testing.T) {
-	// Long enough that no second deadline passes while a round checks its
-	// counts after the recovering Beats, on a slow machine.
 	const timeout = 250 * time.Millisecond
-	s, logs := newReadyServer(t)
+	s, logs, clk := newFakeClockReadyServer(t)
 	w := s.Watch("reconcile", timeout)
 	defer w.Stop()
 
 	for round := 1; round <= 2; round++ {
 		w.Beat()
-		waitUnresponsive(t, s, "the deadline")
+		clk.advance(timeout)
+		require.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive, "the deadline")
 		assert.False(t, internals(s).timerArmed, "nothing left to fire: the line cannot repeat")
 
 		w.Beat()
@@ -306,11 +304,11 @@ func TestWatchdogLongTimeout(t *testing.T) {
 }
 
 func TestWatchdogStatus(t *testing.T) {
-	// The second's deadline is passed by hand (passTime), once every
-	// Beat is in: a real one could pass from Watch on a slow machine,
-	// and count a timeout more.
+	// The second's deadline is passed by hand, once every Beat is in: a
+	// real one could pass from Watch on a slow machine, and count a
+	// timeout more.
 	const timeout = time.Hour
-	s, _ := newReadyServer(t)
+	s, _, clk := newFakeClockReadyServer(t)
 	first := s.Watch("loop", 24*time.Hour)
 	second := s.Watch("loop", timeout) // names may repeat
 	third := s.Watch("netlink", 12*time.Hour)
@@ -325,19 +323,13 @@ func TestWatchdogStatus(t *testing.T) {
 	}, s.Status().Watchdogs, "in Watch order, unmet before the first Beat")
 	assert.Equal(t, `subsystem unresponsive: "loop" (no beat yet, timeout 24h0m0s), "loop" (no beat yet, timeout 1h0m0s), "netlink" (no beat yet, timeout 12h0m0s)`, s.Ready().Error())
 
-	before := time.Now()
+	clk.advance(time.Second)
 	first.Beat()
 	first.Beat()
 	third.Beat()
-	after := time.Now()
+	clk.advance(time.Second)
 	second.Beat()
-	// Read before passTime, which moves the Server's clock, and so the
-	// wall times it shows.
-	beaten := s.Status().Watchdogs
-	require.Len(t, beaten, 3)
-	assert.False(t, beaten[0].LastBeat.Before(before) || beaten[0].LastBeat.After(after), "LastBeat %v outside [%v, %v]", beaten[0].LastBeat, before, after)
-	assert.True(t, beaten[1].LastBeat.After(after))
-	passTime(s, 2*time.Hour)
+	clk.advance(2 * time.Hour)
 	waitUnresponsive(t, s, "the second's deadline")
 	st := s.Status().Watchdogs
 	require.Len(t, st, 3)
@@ -345,13 +337,13 @@ func TestWatchdogStatus(t *testing.T) {
 		beats    uint64
 		overdue  bool
 		timeouts uint64
-	}{{2, false, 0}, {1, true, 1}, {1, false, 0}} {
+		lastBeat time.Duration // since the clock's start
+	}{{2, false, 0, time.Second}, {1, true, 1, 2 * time.Second}, {1, false, 0, time.Second}} {
 		assert.Equal(t, want.beats, st[i].Beats, i)
 		assert.Equal(t, want.overdue, st[i].Overdue, i)
 		assert.Equal(t, want.timeouts, st[i].Timeouts, i)
+		assert.Equal(t, fakeEpoch.Add(want.lastBeat), st[i].LastBeat, i)
 	}
-	assert.WithinDuration(t, beaten[1].LastBeat.Add(-2*time.Hour), st[1].LastBeat, time.Second,
-		"the overdue one still shows its last Beat, as far back as passTime moved the clock")
 	assert.Equal(t, []error{ErrSubsystemUnresponsive}, s.Status().Unmet)
 	assert.Equal(t, `subsystem unresponsive: "loop" (no beat within 1h0m0s)`, s.Ready().Error())
 
@@ -370,10 +362,10 @@ func TestWatchdogStatus(t *testing.T) {
 // pool that shrinks) or start, and a name stays once all of its watchdogs
 // stopped. Summed over Status.Watchdogs, the same counts fall.
 func TestWatchdogTotalsNeverFall(t *testing.T) {
-	s, _ := newReadyServer(t)
-	// flaky's deadline is passed by hand (passTime), once, after both of
-	// its beats: a real one could pass again during the checks below on a
-	// slow machine.
+	s, _, clk := newFakeClockReadyServer(t)
+	// flaky's deadline is passed by hand, once, after both of its beats:
+	// a real one could pass again during the checks below on a slow
+	// machine.
 	steady := s.Watch("worker", 24*time.Hour)
 	flaky := s.Watch("worker", time.Hour)
 	for range 10 {
@@ -381,7 +373,7 @@ func TestWatchdogTotalsNeverFall(t *testing.T) {
 	}
 	flaky.Beat()
 	flaky.Beat()
-	passTime(s, 2*time.Hour)
+	clk.advance(2 * time.Hour)
 	waitUnresponsive(t, s, "the flaky worker's deadline")
 
 	var last WatchdogTotals
@@ -461,10 +453,11 @@ func TestBeatTakesNoLockAndAllocatesNothing(t *testing.T) {
 }
 
 // TestBeatRacesTheDeadline beats with gaps around the timeout from two
-// goroutines while the timer marks deadlines. Right after a Beat, and for
-// as long as no full timeout has passed since the latest Beat returned,
-// the watchdog is met: never stuck unmet after a Beat. Once the Beats
-// stop it goes unmet: never stuck met after a deadline.
+// goroutines while the timer, and the publications of a third goroutine's
+// setters, mark deadlines. Right after a Beat, and for as long as no full
+// timeout has passed since the latest Beat returned, the watchdog is met:
+// never stuck unmet after a Beat. Once the Beats stop it goes unmet:
+// never stuck met after a deadline.
 func TestBeatRacesTheDeadline(t *testing.T) {
 	const timeout = 3 * time.Millisecond
 	s, _ := newReadyServer(t)
@@ -491,6 +484,19 @@ func TestBeatRacesTheDeadline(t *testing.T) {
 		}()
 	}
 	stopped := make(chan struct{})
+	var publishing sync.WaitGroup
+	publishing.Add(1)
+	go func() {
+		defer publishing.Done()
+		for {
+			select {
+			case <-stopped:
+				return
+			default:
+				s.SetRegistered() // a latch already set: a publication, nothing more
+			}
+		}
+	}()
 	observed := make(chan int)
 	go func() {
 		n := 0
@@ -512,6 +518,7 @@ func TestBeatRacesTheDeadline(t *testing.T) {
 	}()
 	beating.Wait()
 	close(stopped)
+	publishing.Wait()
 	assert.Greater(t, <-observed, 100, "the observer sampled")
 	eventually(t, func() bool { return errors.Is(s.Ready(), ErrSubsystemUnresponsive) }, "unmet once the Beats stop")
 	st := s.Status().Watchdogs[0]
@@ -534,7 +541,7 @@ func BenchmarkWatchdogBeat(b *testing.B) {
 		b.ReportAllocs()
 		var d time.Duration
 		for i := 0; i < b.N; i++ {
-			d += time.Since(s.epoch)
+			d += s.sinceEpoch()
 		}
 		_ = d
 	})

@@ -100,9 +100,9 @@ func wgLinkIsUp() error { return nil }
 // when wg0 goes down.
 func onLinkDown(f func()) {}
 
-// untainted is closed when removeStartupTaint has seen the node ready, so
-// that Example_wiring knows when to send its SIGTERM.
-var untainted chan struct{}
+// untainted hears from removeStartupTaint once it has seen the node
+// ready, so that Example_wiring knows when to send its SIGTERM.
+var untainted = make(chan struct{})
 
 // removeStartupTaint waits for the node to be first ready, then removes
 // its startup taint (ExampleServer_Changed shows the loop alone).
@@ -111,7 +111,7 @@ func removeStartupTaint(ctx context.Context, probes *health.Server) {
 		ch := probes.Changed()
 		if probes.Ready() == nil {
 			fmt.Println("ready: removing the startup taint") // the agent patches its Node here
-			close(untainted)
+			untainted <- struct{}{}
 			return
 		}
 		select {
@@ -132,7 +132,6 @@ func Example_wiring() {
 		{Listen: "127.0.0.1:0"}, // DefaultListen when omitted
 		{Enabled: &disabled},
 	} {
-		untainted = make(chan struct{})
 		ctx, sigterm := context.WithCancel(context.Background())
 		returned := make(chan error, 1)
 		go func() {
