@@ -250,6 +250,7 @@ func TestOptionsStarIsOurs(t *testing.T) {
 func TestServeAnswersProbesAsNetHTTP(t *testing.T) {
 	for _, st := range serverStates {
 		t.Run(st.name, func(t *testing.T) {
+			t.Parallel() // each state its own pair of servers: exchanges wait on the network, not the CPU
 			s, logs := newTestServer(t)
 			st.set(s)
 			addr, _ := startServing(t, s)
