@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnode/health/internal/listener"
 	"github.com/meshnode/health/internal/probetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,11 +45,13 @@ func TestServeOverTCP(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 200, status)
 	assert.Equal(t, "[+]registration ok\n[+]data-plane ok\n[+]event-delivery ok\n[+]subsystems ok\nreadyz check passed\n", body)
+	limit := s.Status().Conns.Limit
+	assert.Positive(t, limit)
 
 	assert.NoError(t, stop())
-	// One line when Serve starts, naming the address, and one when it
-	// has stopped; none per request.
-	limit := listener.DefaultLimit()
+	assert.Zero(t, s.Status().Conns.Limit, "no Serve running")
+	// One line when Serve starts, naming the address and the bound, and
+	// one when it has stopped; none per request.
 	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: serving probes" addr=%s limit=%d`, addr, limit)), logs.String())
 	assert.Equal(t, 1, logs.count(fmt.Sprintf(`level=INFO msg="health: stopped serving probes" addr=%s`, addr)), logs.String())
 	assert.Equal(t, 2, logs.count("serving probes"))

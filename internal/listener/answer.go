@@ -28,13 +28,11 @@ type encoder struct {
 // and to a client that may still send, in either version, as what it
 // sends next is never read as a request. HEAD keeps the Content-Length.
 func (w *encoder) encode(req *request, resp *Response, now time.Time) []byte {
-	b := w.out[:0]
+	version := "HTTP/1.1 "
 	if req.http10 {
-		b = append(b, "HTTP/1.0 "...)
-	} else {
-		b = append(b, "HTTP/1.1 "...)
+		version = "HTTP/1.0 "
 	}
-	b = strconv.AppendInt(b, int64(resp.Status), 10)
+	b := strconv.AppendInt(append(w.out[:0], version...), int64(resp.Status), 10)
 	b = append(b, ' ')
 	b = append(b, http.StatusText(resp.Status)...)
 	b = append(b, "\r\n"...)

@@ -127,16 +127,15 @@ func (b *boundedListener) track(_ net.Conn, state http.ConnState) {
 // boundedConn is a connection counted until it is closed.
 type boundedConn struct {
 	net.Conn
-	b      *boundedListener
-	entry  *list.Element
-	closed bool // guarded by b.mu
+	b     *boundedListener
+	entry *list.Element // in b.open; nil once closed. Guarded by b.mu
 }
 
 func (c *boundedConn) Close() error {
 	c.b.mu.Lock()
-	if !c.closed {
-		c.closed = true
+	if c.entry != nil {
 		c.b.open.Remove(c.entry)
+		c.entry = nil
 		c.b.opts.Counters.Held.Add(-1)
 	}
 	c.b.mu.Unlock()

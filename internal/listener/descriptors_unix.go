@@ -18,9 +18,10 @@ func softDescriptorLimit() uint64 {
 }
 
 // isOutOfDescriptors reports whether accept failed for lack of file
-// descriptors, the process's or the system's.
+// descriptors, the process's or the system's, or of socket memory.
 func isOutOfDescriptors(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 // IsAddressInUse reports whether a bind failed because the port is taken.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -13,19 +15,25 @@ import (
 // retransmissions: about 31 s), costing the process nothing; one that
 // writes within it is accepted with its request in hand. A silent client
 // comes back once per wait, so the wait sets how often a flood of them
-// costs an accept and a close.
+// costs an accept and a close. Without SYN cookies (cookies, the kernel's
+// setting) they would fill the SYN queue, and the kubelet's connection
+// would be dropped: then accept is not deferred.
 const deferAcceptTimeout = 30 * time.Second
 
-func setDeferAccept(fd int) error {
+func setDeferAccept(fd int, cookies string) error {
+	if b, err := os.ReadFile(cookies); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return errors.New("SYN cookies are off (" + cookies + " is 0)")
+	}
 	return syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, int(deferAcceptTimeout/time.Second))
 }
 
 // takeSocket returns a descriptor of ln's socket that is the loop's own,
-// and closes ln. The loop accepts on it with accept4, so that a connection
+// and closes ln, as Serve owns it, whatever happens. The loop accepts on it with accept4, so that a connection
 // never becomes a net.Conn (no netpoller registration, no finalizer), and
 // ln's descriptor, closed, leaves the runtime's netpoller, which would
 // otherwise wake for every connection.
 func takeSocket(ln net.Listener) (int, error) {
+	defer ln.Close()
 	tl, ok := ln.(*net.TCPListener)
 	if !ok {
 		return -1, fmt.Errorf("%w, not a %T", errNotTCP, ln)
@@ -50,7 +58,6 @@ func takeSocket(ln net.Listener) (int, error) {
 		_ = syscall.Close(fd)
 		return -1, err
 	}
-	_ = ln.Close()
 	return fd, nil
 }
 

@@ -71,12 +71,60 @@ func TestStaleReportIgnored(t *testing.T) {
 }
 
 // TestListenerNotTCP: Serve accepts on a TCP socket itself, so another
-// listener, or one that hides its socket, is refused at once, saying why.
+// listener, or one that hides its socket, is refused at once, saying why,
+// and closed, as Serve owns it.
 func TestListenerNotTCP(t *testing.T) {
 	ln := probetest.Listen(t)
 	err := Serve(context.Background(), struct{ net.Listener }{ln}, Options{Counters: &Counters{}, Log: func(_ slog.Level, _ string, _ ...any) {}})
 	require.ErrorIs(t, err, errNotTCP)
 	assert.Contains(t, err.Error(), "struct { net.Listener }")
+	_, err = net.Dial("tcp", ln.Addr().String())
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED, "closed")
+}
+
+// TestDeferAcceptNeedsSYNCookies: accept is deferred, unless the kernel
+// makes no SYN cookies, when silent clients waiting in the SYN queue would
+// keep the kubelet's connection out; Serve then says so.
+func TestDeferAcceptNeedsSYNCookies(t *testing.T) {
+	ln := probetest.Listen(t)
+	rc, err := ln.(*net.TCPListener).SyscallConn()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	for setting, deferred := range map[string]int{"1\n": 31, "0\n": 0, "": 31} {
+		cookies := dir + "/tcp_syncookies"
+		require.NoError(t, os.WriteFile(cookies, []byte(setting), 0o600))
+		require.NoError(t, rc.Control(func(fd uintptr) {
+			require.NoError(t, syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, 0))
+			err = setDeferAccept(int(fd), cookies)
+			got, gerr := syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT)
+			require.NoError(t, gerr)
+			assert.Equal(t, deferred, got, "%q", setting)
+		}))
+		if deferred == 0 {
+			assert.ErrorContains(t, err, "SYN cookies are off", "%q", setting)
+		} else {
+			assert.NoError(t, err, "%q", setting)
+		}
+	}
+}
+
+// TestServeCallsShareTheBudget: Serve calls counting in the same Counters
+// hold at most three quarters of the soft descriptor limit between them.
+func TestServeCallsShareTheBudget(t *testing.T) {
+	limitDescriptors(t, 200)
+	var was syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &was))
+	counters := &Counters{}
+	for range 2 {
+		ln, err := Listen("127.0.0.1:0")
+		require.NoError(t, err)
+		stop := probetest.Start(t, func(ctx context.Context) error {
+			return Serve(ctx, ln, Options{Counters: counters, Log: func(slog.Level, string, ...any) {}})
+		})
+		defer stop()
+		probetest.Eventually(t, func() bool { return counters.Limit.Load() > 0 }, "serving")
+	}
+	probetest.Eventually(t, func() bool { return counters.Limit.Load() == int64(was.Cur*3/4)+1 }, "three quarters, and 1 for the second")
 }
 
 // TestEpollFailureEndsServe: a failure of the epoll set itself ends Serve

@@ -53,7 +53,7 @@ type LogFunc func(level slog.Level, msg string, args ...any)
 type logGate struct{ last time.Time }
 
 func (g *logGate) due(now time.Time) bool {
-	if !g.last.IsZero() && now.Sub(g.last) < time.Minute {
+	if now.Sub(g.last) < time.Minute { // the zero last is long past
 		return false
 	}
 	g.last = now
@@ -104,22 +104,23 @@ type Options struct {
 	Counters *Counters
 	Log      LogFunc
 
-	limit int // the bound on Held for a test; 0: DefaultLimit
+	limit int // the bound on Held for a test; 0: limitFor's
 }
 
 // Listen binds addr over TCP.
 func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
 
-// DefaultLimit is the bound on held connections: maxHeld, or three
-// quarters of the soft descriptor limit (RLIMIT_NOFILE) if less, so that
-// the probe port never takes the agent's last descriptors.
-func DefaultLimit() int { return limitFor(softDescriptorLimit()) }
-
-func limitFor(soft uint64) int {
-	if soft == 0 || soft*3/4 >= maxHeld {
-		return maxHeld
+// limitFor is a Serve call's bound on held connections when the calls
+// running with the same Counters hold taken: maxHeld, or what they left of
+// three quarters of the soft descriptor limit (RLIMIT_NOFILE; 0, unknown)
+// if less, at least 1, so that the probe ports never take the agent's last
+// descriptors.
+func limitFor(soft uint64, taken int64) int {
+	left := int64(maxHeld)
+	if soft > 0 {
+		left = min(left, int64(soft*3/4)-taken)
 	}
-	return max(1, int(soft*3/4))
+	return int(max(1, left))
 }
 
 // Serve answers the connections of ln, which it owns and closes, until ctx
@@ -129,13 +130,18 @@ func limitFor(soft uint64) int {
 // It returns only when every connection and goroutine it started has
 // ended, and logs a line once serving and one when it stops.
 func Serve(ctx context.Context, ln net.Listener, opts Options) error {
-	limit := opts.limit
-	if limit <= 0 {
-		limit = DefaultLimit()
+	limit := 0
+	for limit == 0 {
+		taken, l := opts.Counters.Limit.Load(), opts.limit
+		if l == 0 {
+			l = limitFor(softDescriptorLimit(), taken)
+		}
+		if opts.Counters.Limit.CompareAndSwap(taken, taken+int64(l)) {
+			limit = l
+		}
 	}
-	addr := ln.Addr().String()
-	opts.Counters.Limit.Add(int64(limit))
 	defer opts.Counters.Limit.Add(-int64(limit))
+	addr := ln.Addr().String()
 	if err := serve(ctx, ln, opts, limit); err != nil {
 		opts.Log(slog.LevelError, "health: stopped serving probes: the listener failed", "addr", addr, "err", err)
 		return fmt.Errorf("serving %q: %w", addr, err)

@@ -84,20 +84,26 @@ func dialSending(t *testing.T, addr, raw string) net.Conn {
 
 const probe = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: kube-probe/1.31\r\n\r\n"
 
+// TestLimitFor: three quarters of the soft descriptor limit, at most
+// maxHeld, shared by the Serve calls counting in the same Counters.
 func TestLimitFor(t *testing.T) {
 	for _, tc := range []struct {
-		soft uint64
-		want int
+		soft  uint64
+		taken int64
+		want  int
 	}{
-		{0, maxHeld}, // unknown
-		{128, 96},
-		{1024, 768},
-		{5461, 4095},
-		{5462, maxHeld},
-		{1 << 20, maxHeld},
-		{1, 1},
+		{0, 0, maxHeld}, // unknown
+		{0, maxHeld, maxHeld},
+		{128, 0, 96},
+		{1024, 0, 768},
+		{1024, 768, 1}, // a second Serve call gets what the first left, at least 1
+		{1024, 700, 68},
+		{5461, 0, 4095},
+		{5462, 0, maxHeld},
+		{1 << 20, maxHeld, maxHeld},
+		{1, 0, 1},
 	} {
-		assert.Equal(t, tc.want, limitFor(tc.soft), "soft limit %d", tc.soft)
+		assert.Equal(t, tc.want, limitFor(tc.soft, tc.taken), "soft limit %d, %d taken", tc.soft, tc.taken)
 	}
 }
 

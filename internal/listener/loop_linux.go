@@ -24,11 +24,10 @@ func serve(ctx context.Context, ln net.Listener, opts Options, limit int) error 
 	if err != nil {
 		return err
 	}
-	shut := make(chan struct{})
-	l := &loop{ctx: ctx, opts: opts, limit: limit, lfd: lfd, epfd: -1, shut: shut,
+	l := &loop{ctx: ctx, opts: opts, limit: limit, lfd: lfd, epfd: -1, shut: make(chan struct{}),
 		events: make([]syscall.EpollEvent, 128), scratch: make([]byte, 64<<10)}
 	l.stopShutting = context.AfterFunc(ctx, func() {
-		defer close(shut)
+		defer close(l.shut)
 		_ = syscall.Shutdown(lfd, syscall.SHUT_RD)
 	})
 	defer l.close()
@@ -40,7 +39,7 @@ func serve(ctx context.Context, ln net.Listener, opts Options, limit int) error 
 	if err := l.watch(lfd, 0); err != nil {
 		return err
 	}
-	if err := setDeferAccept(lfd); err != nil {
+	if err := setDeferAccept(lfd, "/proc/sys/net/ipv4/tcp_syncookies"); err != nil {
 		opts.Log(slog.LevelWarn, "health: cannot defer accept; silent clients will be accepted at once", "err", err)
 	}
 	serving(&opts, ln, limit)
@@ -58,7 +57,7 @@ type loop struct {
 	// once that has run: lfd, closed while another goroutine may use it,
 	// could be another file's by then.
 	stopShutting func() bool
-	shut         <-chan struct{}
+	shut         chan struct{}
 	// held is every connection open, in the order of its last change
 	// (accept, or answer). Each stage lasts holdTimeout, so that is their
 	// deadlines' order, and the front, held longest, is the one to close

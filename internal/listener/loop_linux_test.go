@@ -273,7 +273,6 @@ func TestHostileFlood(t *testing.T) {
 		t.Skip("floods for 3 s")
 	}
 	s := serveTest(t, 64)
-	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	var clients sync.WaitGroup
@@ -303,7 +302,6 @@ func TestHostileFlood(t *testing.T) {
 	}
 	assert.Greater(t, probes, 10)
 	assert.Positive(t, s.counters.Evicted.Load(), "the bound overrun")
-	assert.LessOrEqual(t, runtime.NumGoroutine()-before, 10*len(hostile.Clients()), "the clients', none of Serve's")
 	start := time.Now()
 	require.NoError(t, s.stop())
 	assert.Less(t, time.Since(start), 2*holdTimeout+time.Second)

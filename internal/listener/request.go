@@ -40,12 +40,10 @@ func headerEnd(b []byte, seen int) int {
 // well formed by RFC 9112: a request line of a token method, a target and
 // HTTP/1.x, separated by single spaces; field lines of a token name, a
 // colon and a value without control bytes but tab; every line ending in
-// CRLF; no line folded (obs-fold); exactly one Host on HTTP/1.1, at most one
-// on HTTP/1.0, of host bytes; Content-Lengths that are digits and agree.
-//
-// It is stricter than net/http, refusing what no client library writes,
-// so that the two differ only where no probe goes, and a request never
-// means one thing here and another to a proxy in front.
+// CRLF, none folded; one Host on HTTP/1.1, at most one on HTTP/1.0, of host
+// bytes; Content-Lengths that are digits and agree. Stricter than net/http,
+// it refuses what no client library writes: the two differ only where no
+// probe goes, and a request never means one thing here, another to a proxy.
 func parseRequest(header []byte) (request, bool) {
 	var r request
 	line, rest, ok := cutLine(header)
