@@ -112,7 +112,9 @@ func (s *Server) SetDataPlaneCheck(ctx context.Context, fn func() error) {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &poller{cancel: cancel, asked: make(chan struct{}, 1)}
 	s.poller = p
-	if !replacing {
+	if replacing {
+		s.update() // what expire found: the verdict that stands is published as it is now
+	} else {
 		s.setCheck(checkVerdict{pending: true})
 	}
 	go s.poll(pctx, p, fn)
@@ -217,7 +219,20 @@ func (s *Server) runCheck(p *poller, fn func() error) {
 		defer s.unlock()
 		p.inFlight = false
 		if s.poller != p {
-			return // replaced while fn ran: this result feeds nothing
+			// Replaced while fn ran: its result feeds nothing, but a
+			// panic or Goexit is a bug in the check, not to be lost.
+			if attrs := bugAttrs(err); attrs != nil {
+				s.log(slog.LevelError, "health: replaced data-plane check failed", attrs...)
+			}
+			return
+		}
+		if !p.stalled && end-start >= s.stallBound() {
+			// It ran past the bound and returned before its timer ran:
+			// a stall all the same, with no stack left to show.
+			p.stalled = true
+			s.checks.stalls++
+			s.log(slog.LevelError, "health: data-plane check stalled", "after", s.stallBound(),
+				"stack", fmt.Sprintf("the check returned after %v, before its stall was seen", end-start))
 		}
 		s.checks.record(err, end-start, end)
 		s.setCheck(checkVerdict{err: err})
@@ -245,17 +260,26 @@ func (s *Server) recordCheck(next checkVerdict) {
 		// A panic or a Goexit after failures is logged too: its
 		// stack points at a bug in the check, which a plain failure
 		// does not.
-		attrs := []any{"err", next.err}
-		switch bug := next.err.(type) {
-		case *checkPanic:
-			attrs = append(attrs, "stack", string(bug.stack))
-		case *checkGoexit:
-			attrs = append(attrs, "stack", string(bug.stack))
+		attrs := bugAttrs(next.err)
+		if attrs == nil {
+			attrs = []any{"err", next.err}
 		}
 		s.log(slog.LevelError, "health: data-plane check failed", attrs...)
 	case next.err == nil && (prev.err != nil || prev.stalled) && s.checkInstalled():
 		s.log(slog.LevelInfo, "health: data-plane check recovered")
 	}
+}
+
+// bugAttrs returns the log attributes of a check's panic or Goexit, its
+// error and its stack; nil for any other error.
+func bugAttrs(err error) []any {
+	switch bug := err.(type) {
+	case *checkPanic:
+		return []any{"err", err, "stack", string(bug.stack)}
+	case *checkGoexit:
+		return []any{"err", err, "stack", string(bug.stack)}
+	}
+	return nil
 }
 
 // checkPanic is a panic recovered from the check, kept as an error so that

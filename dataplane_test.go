@@ -561,3 +561,54 @@ func TestCheckGoexit(t *testing.T) {
 		assert.Equal(t, 1, logs.count(`msg="health: data-plane check failed" err="data-plane check called runtime.Goexit" stack=`))
 	})
 }
+
+// TestReplacingCheckPublishesPassedDeadline: replacing the check catches
+// up with the clock, and what it finds (a deadline passed before its
+// timer ran) is published at once, not left for some later input.
+func TestReplacingCheckPublishesPassedDeadline(t *testing.T) {
+	s, _, clk := newFakeClockReadyServer(t)
+	s.SetDataPlaneCheck(t.Context(), func() error { return nil })
+	pollRuns(t, s, clk, 1)
+	w := s.Watch("reconcile", 10*time.Second)
+	defer w.Stop()
+	w.Beat()
+	clk.jump(11 * time.Second) // the deadline passes; its timer has not run
+	slow := make(chan struct{})
+	defer close(slow)
+	s.SetDataPlaneCheck(t.Context(), func() error { <-slow; return nil })
+	assert.ErrorIs(t, s.Ready(), ErrSubsystemUnresponsive)
+	assert.Equal(t, []error{ErrSubsystemUnresponsive}, s.Status().Unmet)
+}
+
+// TestReplacedCheckPanicIsLogged: a replaced check's result feeds nothing,
+// but its panic is a bug in the check, logged with its stack.
+func TestReplacedCheckPanicIsLogged(t *testing.T) {
+	s, logs := newTestServer(t)
+	setLatches(s)
+	release, started := make(chan struct{}), make(chan struct{})
+	s.SetDataPlaneCheck(t.Context(), func() error { close(started); <-release; panic("nil map write in wg.Peers") })
+	<-started
+	s.SetDataPlaneCheck(t.Context(), func() error { return nil })
+	close(release)
+	eventually(t, func() bool {
+		return logs.count(`level=ERROR msg="health: replaced data-plane check failed" err="data-plane check panicked: nil map write in wg.Peers" stack=`) == 1
+	}, "the replaced check's panic logged")
+	assert.Zero(t, s.Status().Check.Panics, "counted only where a result feeds readiness")
+}
+
+// TestReadyWrapsTheLastCheckError: a check error that reads as the one
+// before it is still the one Ready wraps, so that errors.Is finds it.
+func TestReadyWrapsTheLastCheckError(t *testing.T) {
+	s, _, clk := newFakeClockReadyServer(t)
+	first, second := errors.New("wg0: link not found"), errors.New("wg0: link not found")
+	var n atomic.Int32
+	s.SetDataPlaneCheck(t.Context(), func() error {
+		if n.Add(1) == 1 {
+			return first
+		}
+		return second
+	})
+	pollRuns(t, s, clk, 2)
+	require.Equal(t, second, s.Status().Check.LastError)
+	assert.ErrorIs(t, s.Ready(), second)
+}

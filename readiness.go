@@ -31,6 +31,7 @@ type verdict struct {
 	reason         reason    // the first unmet condition: the /readyz answer
 	unmet          reasonSet // every unmet condition
 	err            error     // Ready's error: the reason's sentinel, with detail
+	checkRuns      uint64    // the check results recorded when err was made
 	checkInstalled bool      // a data-plane check is set, so verbose shows its line
 	// verbose is every /readyz?verbose answer of this state, by the checks
 	// a query excludes and whether it names one that is none, built here
@@ -109,10 +110,19 @@ func (s *Server) update() {
 	err := s.detail(first)
 	installed := s.checkInstalled()
 	prev := s.verdict.Load()
-	if unmet == prev.unmet && installed == prev.checkInstalled && sameError(err, prev.err) {
+	if unmet == prev.unmet && installed == prev.checkInstalled {
+		// Only Ready's error may be new: its text, or a check error it
+		// wraps that reads as the last did, which errors.Is must find.
+		if !sameError(err, prev.err) || s.checks.runs != prev.checkRuns {
+			v := *prev // the answers stand: they depend on unmet alone
+			v.err, v.checkRuns = err, s.checks.runs
+			s.verdict.Store(&v)
+		}
 		return
 	}
-	s.verdict.Store(newVerdict(unmet, err, installed))
+	v := newVerdict(unmet, err, installed)
+	v.checkRuns = s.checks.runs
+	s.verdict.Store(v)
 	if first != prev.reason {
 		s.logReadinessChange(prev.reason, first)
 	}

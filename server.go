@@ -94,7 +94,7 @@ func newServer(cfg Config, logger *slog.Logger, clk clock) *Server {
 		checkPeriod: dataPlaneCheckPeriod,
 		clock:       clk,
 		epoch:       clk.now(),
-		stackq:      stackQueue{dumper: dumper{dump: dumpAll, clock: clk}},
+		stackq:      stackQueue{dumper: dumper{dump: dumpAll, clock: systemClock{}}},
 		mode:        DeliveryModeStreaming, // the reconnect engine starts streaming and reports only transitions
 		logq:        logQueue{logger: logger},
 	}

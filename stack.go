@@ -78,7 +78,10 @@ const maxDump = 64 << 20
 // lets dump.
 type dumper struct {
 	dump  func([]byte) int // dumpAll outside tests, whose dumps may count or hold the calls
-	clock clock            // the Server's: times each dump
+	// clock times each dump: the system's, as a dump's pause is real time
+	// whatever clock the Server's deadlines follow (a test's moves while
+	// a dump runs, which would count as its pause).
+	clock clock
 	cost  time.Duration    // the last dump's pause per goroutine; 0 before the first
 	hint  int              // the next dump's buffer size, from the last dump; 0 before the first
 }
@@ -133,6 +136,9 @@ func (d *dumper) stacksOf(limit, goroutines int, ids []uint64) (stacks map[uint6
 		cost = firstDumpCost
 	}
 	if pause := time.Duration(goroutines) * cost; pause > maxDumpPause {
+		// Forgotten, so that the next dump is foreseen afresh: one slow
+		// dump (a throttled moment) must not refuse every later one.
+		d.cost = 0
 		for id := range stacks {
 			stacks[id] = fmt.Sprintf("not taken: a dump of the process's %d goroutines would stop it for about %v (the bound is %v)",
 				goroutines, pause.Round(time.Millisecond), maxDumpPause)

@@ -579,3 +579,19 @@ func TestStacksCoalesceAndWakeChanged(t *testing.T) {
 	assert.Equal(t, 4, logs.count(`level=ERROR msg="health: subsystem unresponsive"`))
 	assert.Equal(t, 4, logs.count(` stack="goroutine `), "each line with its stack")
 }
+
+// TestSlowDumpForgotten: a dump foreseen past the bound is not taken, and
+// its foresight is forgotten, so that one slow dump (the dumping goroutine
+// throttled) does not refuse every later deadline its stack.
+func TestSlowDumpForgotten(t *testing.T) {
+	d, _ := testDumper()
+	calls := 0
+	d.dump = dumpOf(fakeDump, &calls)
+	d.cost = time.Second // one dump seemed to stop the world a second a goroutine
+	got, _ := d.stacksOf(maxDump, 3, []uint64{12})
+	assert.True(t, strings.HasPrefix(got[12], "not taken: "), got[12])
+	assert.Zero(t, calls)
+	got, _ = d.stacksOf(maxDump, 3, []uint64{12})
+	assert.True(t, strings.HasPrefix(got[12], "goroutine 12 ["), "foreseen afresh, and taken: %s", got[12])
+	assert.Equal(t, 1, calls)
+}

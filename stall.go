@@ -27,9 +27,9 @@ func (s *Server) stallTimerRan() {
 // and logs the stall with the stack of the check's goroutine: where it is
 // stuck (a netlink call that never returns, say), which the bound alone
 // cannot tell. The stack is taken once s.mu is released, in one dump with
-// any deadline's (stackQueue), with a watchdog's bounds, once per stall.
-// A replaced check's stall, whose verdict stands, is counted and not
-// logged again. s.mu must be held.
+// any deadline's (stackQueue), with a watchdog's bounds, once per stall:
+// a check's that stalls while a replaced one's stalled verdict stands
+// too, where this one is stuck. s.mu must be held.
 func (s *Server) expireStall(now time.Duration) {
 	p := s.poller
 	if p == nil || !p.inFlight || p.stalled || now-p.started < s.stallBound() {
@@ -37,9 +37,6 @@ func (s *Server) expireStall(now time.Duration) {
 	}
 	p.stalled = true
 	s.checks.stalls++
-	if s.check.stalled {
-		return
-	}
 	s.recordCheck(checkVerdict{err: s.check.err, stalled: true})
 	line := s.logLater(slog.LevelError, "health: data-plane check stalled", "after", s.stallBound())
 	run := p.run

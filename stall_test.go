@@ -174,3 +174,53 @@ func TestStalledCheckSaysWhere(t *testing.T) {
 		})
 	}
 }
+
+func stuckReplacedCheck(release <-chan struct{}) error { <-release; return nil }
+func stuckNewCheck(release <-chan struct{}) error      { <-release; return nil }
+
+// TestReplacedStalledCheckStallsAgain: a check that stalls while the
+// stalled verdict of the one it replaced stands is logged and located
+// too: Status shows where the new one is stuck, not the exited goroutine
+// of the old.
+func TestReplacedStalledCheckStallsAgain(t *testing.T) {
+	s, logs, clk := newFakeClockReadyServer(t)
+	releaseOld, releaseNew := make(chan struct{}), make(chan struct{})
+	startedOld, startedNew := make(chan struct{}), make(chan struct{}, 1)
+	s.SetDataPlaneCheck(t.Context(), func() error { close(startedOld); return stuckReplacedCheck(releaseOld) })
+	<-startedOld
+	clk.advance(s.stallBound())
+	eventually(t, func() bool { return s.Status().Check.Stack != "" }, "the first stall's stack")
+	s.SetDataPlaneCheck(t.Context(), func() error { startedNew <- struct{}{}; return stuckNewCheck(releaseNew) })
+	defer close(releaseNew)
+	<-startedNew
+	close(releaseOld) // the replaced check returns; its poller exits
+	clk.advance(s.stallBound() + time.Second)
+	eventually(t, func() bool { return strings.Contains(s.Status().Check.Stack, "stuckNewCheck") }, "the new stall's stack")
+	waitLogWritten(s)
+	assert.Equal(t, uint64(2), s.Status().Check.Stalls)
+	assert.Equal(t, 2, logs.count(`msg="health: data-plane check stalled"`))
+}
+
+// TestLateReturnIsAStall: a check that returns past the stall bound
+// before the stall's timer ran still stalled: it is counted, and logged,
+// with no stack left to show.
+func TestLateReturnIsAStall(t *testing.T) {
+	s, logs, clk := newFakeClockReadyServer(t)
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	s.SetDataPlaneCheck(t.Context(), func() error {
+		select {
+		case started <- struct{}{}:
+			<-release
+		default:
+		}
+		return nil
+	})
+	<-started
+	clk.jump(s.stallBound() + 5*time.Second) // past the bound; its timer has not run
+	close(release)
+	eventually(t, func() bool { return s.Status().Check.Runs == 1 }, "the check's return")
+	waitLogWritten(s)
+	assert.Equal(t, uint64(1), s.Status().Check.Stalls)
+	assert.Equal(t, 1, logs.count(`msg="health: data-plane check stalled" after=15s stack="the check returned after 20s, before its stall was seen"`), logs.String())
+	assert.NoError(t, s.Ready(), "its result decides")
+}
