@@ -77,13 +77,13 @@ const maxDump = 64 << 20
 // reaches another. One goroutine at a time uses it: the one stackQueue
 // lets dump.
 type dumper struct {
-	dump  func([]byte) int // dumpAll outside tests, whose dumps may count or hold the calls
+	dump func([]byte) int // dumpAll outside tests, whose dumps may count or hold the calls
 	// clock times each dump: the system's, as a dump's pause is real time
 	// whatever clock the Server's deadlines follow (a test's moves while
 	// a dump runs, which would count as its pause).
 	clock clock
-	cost  time.Duration    // the last dump's pause per goroutine; 0 before the first
-	hint  int              // the next dump's buffer size, from the last dump; 0 before the first
+	cost  time.Duration // the last dump's pause per goroutine; 0 before the first
+	hint  int           // the next dump's buffer size, from the last dump; 0 before the first
 }
 
 // goroutineID returns the id of the calling goroutine, as the header of
