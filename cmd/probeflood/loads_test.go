@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -172,6 +173,17 @@ func TestWriteLoads(t *testing.T) {
 	}
 	assert.Equal(t, "", lines[len(lines)-3])
 	assert.Equal(t, "Every client reconnects as soon as the server closes or answers it; a loop, without waiting for either. On health's row of every load: peak live heap ≤ 16 MiB, peak goroutines ≤ 4, ≤ 10 log lines (WARN and above), Serve returned ≤ 5 s after cancel.", lines[len(lines)-2])
+}
+
+// docs/load.md quotes the table -loads prints, and the command that
+// prints it, so that the loads are listed once, here.
+func TestLoadsTableInDocs(t *testing.T) {
+	var table strings.Builder
+	writeLoads(&table)
+	doc, err := os.ReadFile("../../docs/load.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), "go run ./cmd/probeflood -loads", "docs/load.md names the command")
+	assert.Contains(t, string(doc), table.String(), "docs/load.md quotes the output of probeflood -loads")
 }
 
 // The hostile mix runs every hostile kind, and maxrequest, which is not
