@@ -12,8 +12,7 @@ import (
 	"time"
 )
 
-// shutdownBound is how long serveHTTP waits, once ctx is done, for the
-// connections net/http holds before it closes them.
+// shutdownBound is how long serveHTTP waits for net/http's connections.
 const shutdownBound = 5 * time.Second
 
 // serveHTTP is Serve through a plain http.Server with the loop's bounds:

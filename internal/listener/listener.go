@@ -5,9 +5,10 @@
 // the restart tears its data plane down.
 //
 // On Linux a connection takes one route, through three files:
-// loop_linux.go accepts it, keeps it without a goroutine or a buffer of
-// its own until its header is whole, and closes or holds it after its
-// answer; request.go reads the header; answer.go writes the answer.
+// loop_linux.go accepts it, keeps it without a goroutine of its own, and
+// no buffer but what it has sent, until its header is whole, and closes
+// or holds it after its answer; request.go reads the header; answer.go
+// writes the answer.
 // Outside Linux, bounded.go serves through a plain http.Server behind the
 // same bound.
 //
