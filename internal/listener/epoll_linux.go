@@ -88,7 +88,6 @@ func epollFailed(err error) error {
 	return nil
 }
 
-// wouldBlock reports whether a read found nothing to take yet.
 func wouldBlock(err error) bool { return err == syscall.EAGAIN || err == syscall.EINTR }
 
 // connList is the held connections, first in, first out.

@@ -11,9 +11,7 @@ import (
 )
 
 // serve is Serve on Linux: one loop, on Serve's goroutine, over an epoll
-// set of the listening socket and every connection held. A connection
-// costs a descriptor, a small struct and, while its header arrives in
-// parts, a buffer of what it has sent; never a goroutine. Each step is a
+// set of the listening socket and every connection held. Each step is a
 // system call that does not wait, so a flood costs the loop the calls its
 // clients make, and a probe waits only behind what the kernel queued
 // before it. Once ctx is done, the listening socket's reading side is
@@ -53,9 +51,8 @@ type loop struct {
 	limit int
 	lfd   int // the listening socket; -1 once Serve stops accepting
 	epfd  int
-	// stopShutting cancels ctx's shutdown of lfd, and shut is closed
-	// once that has run: lfd, closed while another goroutine may use it,
-	// could be another file's by then.
+	// stopShutting cancels ctx's shutdown of lfd, and shut is closed once
+	// that has run: lfd closed under it could be another file's by then.
 	stopShutting func() bool
 	shut         chan struct{}
 	// held is every connection open, in the order of its last change
@@ -125,9 +122,9 @@ func (l *loop) waitMillis(now int64) int {
 	return int((max(l.held.front.deadline-now, 0) + int64(time.Millisecond) - 1) / int64(time.Millisecond))
 }
 
-// handle acts on one report of the epoll set: the descriptor and, for a
-// connection, its generation, as the connection reported may have been
-// closed earlier in the batch and its descriptor reused by an accept.
+// handle acts on one report: its descriptor and, for a connection, its
+// generation, as the one reported may have been closed earlier in the
+// batch, and its descriptor reused by an accept.
 func (l *loop) handle(ev syscall.EpollEvent, now int64) error {
 	fd, gen := int(ev.Fd), uint32(ev.Pad)
 	switch {
@@ -253,15 +250,18 @@ func (l *loop) respond(c *conn, header []byte, now int64) error {
 // sending, holds it, discarding what arrives, until the client closes or
 // holdTimeout has passed since the answer: a close over bytes unread would
 // be a reset, which can destroy the answer in flight, and a FIN first
-// would tell a flooding client to reconnect at once. One write that does
+// would tell a flooding client to reconnect at once. One send that does
 // not wait takes a few hundred bytes into an empty send buffer; what a
-// client's window leaves unsent is dropped, as a write timeout would.
+// client's window leaves unsent is dropped, as a write timeout would. An
+// answer closed at once is sent with MSG_MORE, so that the close's FIN
+// leaves in its segment: a packet fewer for each side's kernel.
 func (l *loop) send(c *conn, b []byte, hold bool, now int64) error {
-	_, _ = syscall.Write(int(c.fd), b)
 	if !hold {
+		_ = syscall.Sendto(int(c.fd), b, syscall.MSG_MORE, nil)
 		l.drop(c)
 		return nil
 	}
+	_ = syscall.Sendto(int(c.fd), b, 0, nil)
 	c.answered, c.buf = true, nil
 	l.held.remove(c)
 	l.held.pushBack(c, now+int64(holdTimeout))
